@@ -1,0 +1,32 @@
+# The README's two commands: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test venv bench clean services
+
+$(STAMP): pyproject.toml drivers/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ./drivers -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# The main job on the embedded default (SQLite in a demo folder).
+demo: $(STAMP)
+	$(VENV)/bin/python -m fleetctl.demo
+
+# The whole test suite. Services the tests need (PostgreSQL) are started by
+# scripts/services.sh where this machine can (root, packages present);
+# otherwise those tests skip and say why.
+test: $(STAMP)
+	-@bash scripts/services.sh start
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) bench/inventory.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info drivers/*.egg-info

@@ -1,0 +1,3 @@
+"""fleetctl: bare-metal fleet provisioning and inventory."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""The typer CLI: one module per noun, wired together in app.py."""

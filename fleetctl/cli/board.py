@@ -1,0 +1,134 @@
+"""`fleetctl board`: accelerator boards (MN-Core, GPU)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt
+from fleetctl.cli.output import Format
+
+app = typer.Typer(no_args_is_help=True)
+
+
+@app.command("list")
+def list_(
+    server: Annotated[str | None, typer.Option(help="Only boards in this server.")] = None,
+    rack: Annotated[str | None, typer.Option(help="Only boards in this rack.")] = None,
+    kind: Annotated[str | None, typer.Option(help="mncore2, mncore or gpu.")] = None,
+    state: Annotated[str | None, typer.Option(help="ok, suspect, failed, rma, unknown.")] = None,
+    output: OutputOpt = Format.table,
+) -> None:
+    """List accelerator boards."""
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+    from fleetctl.inventory.queries import list_boards
+
+    with conn() as c:
+        rows = list_boards(c, server=server, rack=rack, kind=kind, state=state)
+    emit(rows, output, columns=["serial", "kind", "model", "server", "slot", "pci", "state", "rack"])
+
+
+@app.command("show")
+def show(serial: str, output: OutputOpt = Format.table) -> None:
+    """Show one board."""
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit_one
+    from fleetctl.errors import NotFound
+    from fleetctl.inventory.queries import list_boards
+
+    with conn() as c:
+        row = next((b for b in list_boards(c) if b["serial"] == serial), None)
+    if row is None:
+        raise NotFound(f"no board with serial {serial!r}")
+    emit_one(row, output)
+
+
+@app.command("add")
+def add(
+    serial: str,
+    server: Annotated[str, typer.Option(help="The server that holds it.")],
+    slot: Annotated[int, typer.Option(help="Slot number in the server.")],
+    kind: Annotated[str | None, typer.Option(help="mncore2, mncore or gpu (default: the model's).")] = None,
+    pci: Annotated[str | None, typer.Option(help="PCI address, like 0000:1b:00.0.")] = None,
+    model: Annotated[str | None, typer.Option(help="Board model name.")] = None,
+    dry_run: DryRunOpt = False,
+    reason: ReasonOpt = None,
+) -> None:
+    """Add a board to a server."""
+    from fleetctl.cli.common import show_plan
+    from fleetctl.inventory import edits
+    from fleetctl.inventory.schema import BoardSpec
+    from fleetctl.inventory.service import edit_site
+
+    def mutate(doc) -> None:  # type: ignore[no-untyped-def]
+        _, spec = edits.find_server(doc, server)
+        spec.boards.append(BoardSpec.model_validate({"serial": serial, "slot": slot, "kind": kind, "pci": pci, "model": model}))
+
+    show_plan(edit_site(edits.site_of_server(server), mutate, action="board.add", dry_run=dry_run, reason=reason), dry_run=dry_run)
+
+
+def _board_site(serial: str) -> tuple[str, str]:
+    from fleetctl.cli.common import conn
+    from fleetctl.errors import NotFound
+    from fleetctl.inventory import edits
+    from fleetctl.inventory.queries import list_boards
+
+    with conn() as c:
+        row = next((b for b in list_boards(c) if b["serial"] == serial), None)
+    if row is None or row["server"] is None:
+        raise NotFound(f"no board with serial {serial!r}")
+    return edits.site_of_server(row["server"]), row["server"]
+
+
+@app.command("set")
+def set_(
+    serial: str,
+    server: Annotated[str | None, typer.Option(help="Move it to this server (same site).")] = None,
+    slot: Annotated[int | None, typer.Option(help="Slot number.")] = None,
+    pci: Annotated[str | None, typer.Option(help="PCI address.")] = None,
+    model: Annotated[str | None, typer.Option(help="Board model name.")] = None,
+    state: Annotated[str | None, typer.Option(help="ok, suspect, failed, rma, unknown.")] = None,
+    dry_run: DryRunOpt = False,
+    reason: ReasonOpt = None,
+) -> None:
+    """Change a board: move it, or mark it suspect, failed or sent for RMA."""
+    from fleetctl.cli.common import show_plan
+    from fleetctl.inventory import edits
+    from fleetctl.inventory.service import edit_site, set_board_state
+
+    site_name, holder = _board_site(serial)
+    if any(v is not None for v in (server, slot, pci, model)):
+
+        def mutate(doc) -> None:  # type: ignore[no-untyped-def]
+            _, spec = edits.find_server(doc, holder)
+            board = next(b for b in spec.boards if b.serial == serial)
+            if server is not None and server != holder:
+                _, target = edits.find_server(doc, server)
+                spec.boards.remove(board)
+                target.boards.append(board)
+            for field, value in (("slot", slot), ("pci", pci), ("model", model)):
+                if value is not None:
+                    setattr(board, field, value)
+
+        show_plan(edit_site(site_name, mutate, action="board.set", dry_run=dry_run, reason=reason), dry_run=dry_run)
+    if state is not None:
+        old = set_board_state(serial, state, reason=reason, dry_run=dry_run)
+        typer.echo(f"board {serial}: state {old} -> {state}{' (dry run)' if dry_run else ''}")
+
+
+@app.command("remove")
+def remove(serial: str, dry_run: DryRunOpt = False, reason: ReasonOpt = None) -> None:
+    """Remove a board from the inventory."""
+    from fleetctl.cli.common import show_plan
+    from fleetctl.inventory import edits
+    from fleetctl.inventory.service import edit_site
+
+    site_name, holder = _board_site(serial)
+
+    def mutate(doc) -> None:  # type: ignore[no-untyped-def]
+        _, spec = edits.find_server(doc, holder)
+        spec.boards = [b for b in spec.boards if b.serial != serial]
+
+    show_plan(edit_site(site_name, mutate, action="board.remove", dry_run=dry_run, reason=reason), dry_run=dry_run)

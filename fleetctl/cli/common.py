@@ -1,0 +1,67 @@
+"""Options and helpers shared by the sub-apps."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from fleetctl.cli.output import Format
+
+OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json, yaml or csv.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
+ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why: recorded in the audit log.")]
+
+
+def conn():  # type: ignore[no-untyped-def]
+    """A read-only connection to the inventory."""
+    from fleetctl.store import get_engine
+
+    return get_engine().connect()
+
+
+def show_plan(plan: Any, fmt: Format = Format.table, *, dry_run: bool) -> None:
+    """Print what a change did (or would do)."""
+    import json
+    import sys
+
+    from fleetctl.cli.output import console
+
+    if fmt != Format.table:
+        payload = {"dry_run": dry_run, "changes": [c.as_dict() for c in plan.changes], "warnings": plan.warnings}
+        if fmt == Format.yaml:
+            import yaml
+
+            sys.stdout.write(yaml.safe_dump(payload, sort_keys=False))
+        else:
+            sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        return
+    out = console()
+    for w in plan.warnings:
+        out.print(f"[yellow]warning:[/] {w}")
+    if plan.empty:
+        out.print("nothing to change")
+        return
+    verb = "would" if dry_run else ""
+    marks = {"add": "[green]+[/]", "change": "[yellow]~[/]", "remove": "[red]-[/]"}
+    shown = 0
+    for c in plan.changes:
+        if shown >= 200 and not dry_run:
+            break
+        detail = ""
+        if c.fields:
+            detail = "  " + ", ".join(f"{k}: {_short(a)} -> {_short(b)}" for k, (a, b) in c.fields.items())
+        out.print(f"{marks[c.action]} {c.kind} {c.label}{detail}", markup=True, highlight=False)
+        shown += 1
+    if shown < len(plan.changes):
+        out.print(f"... and {len(plan.changes) - shown} more")
+    counts = plan.counts()
+    summary = "; ".join(
+        f"{kind}: " + ", ".join(f"{n} {a}" for a, n in c.items() if n) for kind, c in counts.items()
+    )
+    out.print(f"{'dry run, ' + verb + ' apply' if dry_run else 'applied'}: {summary}")
+
+
+def _short(v: Any) -> str:
+    s = str(v)
+    return s if len(s) <= 60 else s[:57] + "..."

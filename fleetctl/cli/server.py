@@ -1,0 +1,165 @@
+"""`fleetctl server`: list, show, add, set, remove."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt
+from fleetctl.cli.output import Format
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _state_style(value: object) -> str | None:
+    from fleetctl.lifecycle.states import STATE_STYLE
+
+    return STATE_STYLE.get(str(value))
+
+
+@app.command("list")
+def list_(
+    rack: Annotated[str | None, typer.Option(help="Only this rack (rack-12 or site/rack-12).")] = None,
+    site: Annotated[str | None, typer.Option(help="Only this site.")] = None,
+    state: Annotated[str | None, typer.Option(help="Only servers in this lifecycle state.")] = None,
+    model: Annotated[str | None, typer.Option(help="Only this hardware model.")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only servers with this tag.")] = None,
+    output: OutputOpt = Format.table,
+) -> None:
+    """List servers."""
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+    from fleetctl.inventory.queries import list_servers
+
+    with conn() as c:
+        rows = list_servers(c, rack=rack, site=site, state=state, model=model, tag=tag)
+    emit(
+        rows,
+        output,
+        columns=["name", "serial", "site", "rack", "position", "model", "state", "boards", "bmc_url", "tags"],
+        styles={"state": _state_style},
+    )
+
+
+@app.command("show")
+def show(name: str, output: OutputOpt = Format.table) -> None:
+    """Show one server: where it is, its BMC, NICs and cables, boards."""
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit, emit_one
+    from fleetctl.inventory.queries import server_detail
+
+    with conn() as c:
+        detail = server_detail(c, name)
+    emit_one(detail, output)
+    if output == Format.table:
+        emit(detail["nics"], output, title="NICs", columns=["name", "mac", "switch", "port", "vlans", "mode"])
+        emit(detail["boards"], output, title="Boards", columns=["slot", "kind", "serial", "pci", "model", "state"])
+
+
+@app.command("add")
+def add(
+    name: str,
+    rack: Annotated[str, typer.Option(help="The rack (rack-12 or site/rack-12).")],
+    position: Annotated[int, typer.Option(help="Lowest rack unit it occupies.")],
+    model: Annotated[str, typer.Option(help="Hardware model name.")],
+    serial: Annotated[str, typer.Option(help="Chassis serial number.")],
+    bmc: Annotated[str | None, typer.Option(help="BMC URL (https://...).")] = None,
+    credential: Annotated[str | None, typer.Option(help="env:PREFIX, file:PATH or cmd:COMMAND.")] = None,
+    system_id: Annotated[str | None, typer.Option(help="Redfish system id where the BMC serves several.")] = None,
+    nic: Annotated[list[str] | None, typer.Option(help="NAME or NAME=MAC (repeatable).")] = None,
+    tag: Annotated[list[str] | None, typer.Option(help="A tag (repeatable).")] = None,
+    dry_run: DryRunOpt = False,
+    reason: ReasonOpt = None,
+) -> None:
+    """Add a server to a rack."""
+    from fleetctl.cli.common import show_plan
+    from fleetctl.inventory import edits
+    from fleetctl.inventory.schema import ServerSpec
+    from fleetctl.inventory.service import edit_site
+
+    site_name, rack_name = edits.site_of_rack(rack)
+
+    def mutate(doc) -> None:  # type: ignore[no-untyped-def]
+        spec = ServerSpec.model_validate(
+            {
+                "name": name, "serial": serial, "model": model, "position": position, "bmc": bmc,
+                "credential": credential, "system_id": system_id,
+                "nics": [edits.parse_nic(n) for n in nic or []], "tags": tag or [],
+            }  # fmt: skip
+        )
+        edits.find_rack(doc, rack_name).servers.append(spec)
+
+    plan = edit_site(site_name, mutate, action="server.add", dry_run=dry_run, reason=reason)
+    show_plan(plan, dry_run=dry_run)
+
+
+@app.command("set")
+def set_(
+    name: str,
+    rack: Annotated[str | None, typer.Option(help="Move to this rack (same site).")] = None,
+    position: Annotated[int | None, typer.Option(help="Move to this rack unit.")] = None,
+    model: Annotated[str | None, typer.Option(help="Hardware model name.")] = None,
+    serial: Annotated[str | None, typer.Option(help="Chassis serial number.")] = None,
+    bmc: Annotated[str | None, typer.Option(help="BMC URL.")] = None,
+    credential: Annotated[str | None, typer.Option(help="env:PREFIX, file:PATH or cmd:COMMAND.")] = None,
+    system_id: Annotated[str | None, typer.Option(help="Redfish system id.")] = None,
+    nic: Annotated[list[str] | None, typer.Option(help="Add or update NAME=MAC (repeatable).")] = None,
+    add_tag: Annotated[list[str] | None, typer.Option("--add-tag", help="Add a tag (repeatable).")] = None,
+    remove_tag: Annotated[list[str] | None, typer.Option("--remove-tag", help="Remove a tag (repeatable).")] = None,
+    dry_run: DryRunOpt = False,
+    reason: ReasonOpt = None,
+) -> None:
+    """Change a server's declared fields."""
+    from fleetctl.cli.common import show_plan
+    from fleetctl.inventory import edits
+    from fleetctl.inventory.schema import NicSpec
+    from fleetctl.inventory.service import edit_site
+
+    site_name = edits.site_of_server(name)
+
+    def mutate(doc) -> None:  # type: ignore[no-untyped-def]
+        current_rack, spec = edits.find_server(doc, name)
+        if rack is not None:
+            target = edits.find_rack(doc, rack.rpartition("/")[2])
+            if target is not current_rack:
+                current_rack.servers.remove(spec)
+                target.servers.append(spec)
+        for field, value in (("position", position), ("model", model), ("serial", serial), ("bmc", bmc),
+                             ("credential", credential), ("system_id", system_id)):  # fmt: skip
+            if value is not None:
+                setattr(spec, field, value)
+        for text in nic or []:
+            n = edits.parse_nic(text)
+            spec.nics = [x for x in spec.nics if x.name != n["name"]] + [NicSpec.model_construct(**n)]
+        tags = (set(spec.tags) | set(add_tag or [])) - set(remove_tag or [])
+        spec.tags = sorted(tags)
+
+    plan = edit_site(site_name, mutate, action="server.set", dry_run=dry_run, reason=reason)
+    show_plan(plan, dry_run=dry_run)
+
+
+@app.command("remove")
+def remove(
+    name: str,
+    force: Annotated[bool, typer.Option("--force", help="Remove even a server that is in service.")] = False,
+    dry_run: DryRunOpt = False,
+    reason: ReasonOpt = None,
+) -> None:
+    """Remove a server, its boards and its cables from the inventory."""
+    from fleetctl.cli.common import show_plan
+    from fleetctl.errors import InputError
+    from fleetctl.inventory import edits
+    from fleetctl.inventory.service import edit_site
+
+    site_name = edits.site_of_server(name)
+
+    def mutate(doc) -> None:  # type: ignore[no-untyped-def]
+        rack, spec = edits.find_server(doc, name)
+        if spec.state == "in-service" and not force:
+            raise InputError(f"{name} is in service; give --force to remove it anyway", field="--force")
+        rack.servers.remove(spec)
+        edits.drop_cables_of(doc, server=name)
+
+    plan = edit_site(site_name, mutate, action="server.remove", dry_run=dry_run, reason=reason)
+    show_plan(plan, dry_run=dry_run)

@@ -1,0 +1,3 @@
+"""Process-wide CLI settings set by the root callback."""
+
+debug = False

@@ -1,0 +1,1 @@
+"""Site files: their schema, loading with line numbers, plan, apply, export."""

@@ -1,0 +1,97 @@
+"""Edits the CLI makes to a site's spec before it is checked and applied.
+
+Each function takes the ``SiteFile`` that ``service.edit_site`` hands over
+(one site in it) and changes it in place; bad arguments raise InputError
+naming the option.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from fleetctl.errors import InputError, NotFound
+from fleetctl.inventory.schema import RackSpec, ServerSpec, SiteFile, SwitchSpec
+
+
+def site_of_server(name: str) -> str:
+    from fleetctl.inventory.queries import rack_t, site_t, srv_t
+    from fleetctl.store import get_engine
+
+    with get_engine().connect() as c:
+        site = c.execute(
+            select(site_t.c.name).join(rack_t, rack_t.c.site_id == site_t.c.id).join(srv_t, srv_t.c.rack_id == rack_t.c.id).where(srv_t.c.name == name)
+        ).scalar()
+    if site is None:
+        raise NotFound(f"no server named {name!r}")
+    return site
+
+
+def site_of_switch(name: str) -> str:
+    from fleetctl.inventory.queries import rack_t, site_t, sw_t
+    from fleetctl.store import get_engine
+
+    with get_engine().connect() as c:
+        site = c.execute(
+            select(site_t.c.name).join(rack_t, rack_t.c.site_id == site_t.c.id).join(sw_t, sw_t.c.rack_id == rack_t.c.id).where(sw_t.c.name == name)
+        ).scalar()
+    if site is None:
+        raise NotFound(f"no switch named {name!r}")
+    return site
+
+
+def site_of_rack(ref: str) -> tuple[str, str]:
+    from fleetctl.inventory.queries import resolve_rack
+    from fleetctl.store import get_engine
+
+    with get_engine().connect() as c:
+        r = resolve_rack(c, ref)
+    return r.site, r.name
+
+
+def the_site(doc: SiteFile) -> Any:
+    return doc.sites[0]
+
+
+def find_rack(doc: SiteFile, name: str) -> RackSpec:
+    for r in the_site(doc).racks:
+        if r.name == name:
+            return r
+    raise NotFound(f"no rack named {name!r} in site {the_site(doc).name!r}")
+
+
+def find_server(doc: SiteFile, name: str) -> tuple[RackSpec, ServerSpec]:
+    for r in the_site(doc).racks:
+        for s in r.servers:
+            if s.name == name:
+                return r, s
+    raise NotFound(f"no server named {name!r}")
+
+
+def find_switch(doc: SiteFile, name: str) -> tuple[RackSpec, SwitchSpec]:
+    for r in the_site(doc).racks:
+        for s in r.switches:
+            if s.name == name:
+                return r, s
+    raise NotFound(f"no switch named {name!r}")
+
+
+def parse_nic(text: str) -> dict[str, str | None]:
+    """``eth0=aa:bb:cc:dd:ee:ff`` or ``eth0``."""
+    name, _, mac = text.partition("=")
+    if not name:
+        raise InputError(f"--nic {text!r}: expected NAME or NAME=MAC", field="--nic")
+    return {"name": name, "mac": mac or None}
+
+
+def drop_cables_of(doc: SiteFile, *, server: str | None = None, switch: str | None = None) -> int:
+    """Remove the plan's cables that end at a device being removed."""
+    site = the_site(doc)
+    before = len(site.cabling)
+    site.cabling = [
+        c
+        for c in site.cabling
+        if not ((server and c.server == server) or (switch and switch in (c.switch, c.peer)))
+    ]
+    return before - len(site.cabling)

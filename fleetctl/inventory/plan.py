@@ -1,0 +1,152 @@
+"""What an import (or a CLI change) would do: the diff of two inventories.
+
+Entities are compared by their identity (a model, site or server by name, a
+rack by site and name, a board by serial, a cable by its switch port) on the
+fields a site file declares. Lifecycle state is not compared: the file sets it
+when a server is created, the lifecycle owns it after that. A BMC fingerprint
+left out of a file keeps the pinned one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetctl.inventory.schema import CableSpec, ModelSpec, SiteSpec
+
+KINDS = ("model", "site", "rack", "server", "board", "switch", "cable")
+
+
+@dataclass
+class Change:
+    action: str  # add, change, remove
+    kind: str
+    key: Any
+    fields: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        if isinstance(self.key, tuple):
+            return "/".join(str(k) for k in self.key) if self.kind != "cable" else f"{self.key[0]}:{self.key[1]}"
+        return str(self.key)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"action": self.action, "kind": self.kind, "name": self.label}
+        if self.fields:
+            out["fields"] = {k: {"from": a, "to": b} for k, (a, b) in self.fields.items()}
+        return out
+
+
+@dataclass
+class Plan:
+    changes: list[Change] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # The entity tables (key -> declared fields) of both sides, for apply.
+    before: dict[str, dict[Any, dict[str, Any]]] = field(default_factory=dict)
+    after: dict[str, dict[Any, dict[str, Any]]] = field(default_factory=dict)
+
+    def of(self, kind: str, action: str) -> list[Change]:
+        return [c for c in self.changes if c.kind == kind and c.action == action]
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for c in self.changes:
+            out.setdefault(c.kind, {"add": 0, "change": 0, "remove": 0})[c.action] += 1
+        return out
+
+    @property
+    def empty(self) -> bool:
+        return not self.changes
+
+
+def cable_key(c: CableSpec) -> tuple[str, str]:
+    if c.server is not None:
+        return (c.switch, c.port)
+    # A switch-to-switch cable may be written from either end: one identity.
+    return min((c.switch, c.port), (c.peer or "", c.peer_port or ""))
+
+
+def tables(models: dict[str, ModelSpec], sites: dict[str, SiteSpec]) -> dict[str, dict[Any, dict[str, Any]]]:
+    """Flatten an inventory into one table per kind: identity -> declared fields."""
+    t: dict[str, dict[Any, dict[str, Any]]] = {k: {} for k in KINDS}
+    for m in models.values():
+        t["model"][m.name] = m.model_dump()
+    for s in sites.values():
+        t["site"][s.name] = {"description": s.description}
+        for r in s.racks:
+            t["rack"][(s.name, r.name)] = {
+                "row": r.row, "position": r.position, "height": r.height, "power_budget": r.power_budget,
+            }  # fmt: skip
+            for v in r.servers:
+                model = models.get(v.model)
+                default_kind = model.boards.kind if model and model.boards else None
+                t["server"][v.name] = {
+                    "site": s.name, "rack": r.name, "serial": v.serial, "model": v.model,
+                    "position": v.position, "bmc": v.bmc, "system_id": v.system_id,
+                    "credential": v.credential, "fingerprint": v.fingerprint,
+                    "nics": sorted((n.name, n.mac) for n in v.nics), "tags": sorted(set(v.tags)),
+                    "state": v.state,
+                }  # fmt: skip
+                for b in v.boards:
+                    t["board"][b.serial] = {
+                        "server": v.name, "slot": b.slot, "kind": b.kind or default_kind, "pci": b.pci,
+                        "model": b.model, "firmware": dict(b.firmware), "state": b.state,
+                    }  # fmt: skip
+            for w in r.switches:
+                t["switch"][w.name] = {
+                    "site": s.name, "rack": r.name, "model": w.model, "platform": w.platform, "role": w.role,
+                    "address": w.address, "position": w.position, "serial": w.serial, "credential": w.credential,
+                }  # fmt: skip
+        for c in s.cabling:
+            key = cable_key(c)
+            if c.server is not None:
+                ends = {"server": c.server, "nic": c.nic, "peer": None, "peer_port": None}
+            else:
+                far = (c.peer, c.peer_port) if key == (c.switch, c.port) else (c.switch, c.port)
+                ends = {"server": None, "nic": None, "peer": far[0], "peer_port": far[1]}
+            t["cable"][key] = {**ends, "site": s.name, "vlans": list(c.vlans), "mode": c.mode}
+    return t
+
+
+# Fields that are set on creation only, or kept when the new side leaves them out.
+_CREATE_ONLY = {"server": {"state"}, "board": {"state"}}
+_KEEP_IF_UNSET = {"server": {"fingerprint"}}
+
+
+def diff(
+    before_models: dict[str, ModelSpec],
+    before_sites: dict[str, SiteSpec],
+    after_models: dict[str, ModelSpec],
+    after_sites: dict[str, SiteSpec],
+) -> Plan:
+    """The changes that turn ``before`` into ``after``.
+
+    Models are only added or changed, never removed: a model missing from the
+    files may still be used by a site that is not being imported.
+    """
+    before, after = tables(before_models, before_sites), tables(after_models, after_sites)
+    plan = Plan(before=before, after=after)
+    for kind in KINDS:
+        old, new = before[kind], after[kind]
+        for key, fields in new.items():
+            if key not in old:
+                plan.changes.append(Change("add", kind, key))
+                continue
+            prev = old[key]
+            delta = {}
+            for name, value in fields.items():
+                if name in _CREATE_ONLY.get(kind, ()):
+                    continue
+                if value is None and name in _KEEP_IF_UNSET.get(kind, ()):
+                    fields[name] = prev.get(name)
+                    continue
+                if prev.get(name) != value:
+                    delta[name] = (prev.get(name), value)
+            if delta:
+                plan.changes.append(Change("change", kind, key, delta))
+        if kind == "model":
+            continue
+        for key in old:
+            if key not in new:
+                plan.changes.append(Change("remove", kind, key))
+    return plan

@@ -1,0 +1,260 @@
+"""The site-file format, as typed models (the edge where YAML becomes data).
+
+Every model forbids unknown keys, so a typo is an error naming the field, not
+a silently ignored setting. docs/site-files.md documents the same format.
+"""
+
+from __future__ import annotations
+
+import re
+from ipaddress import ip_address
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+Name = Annotated[str, Field(pattern=NAME_RE, max_length=63)]
+Vlan = Annotated[int, Field(ge=1, le=4094)]
+BoardKind = Literal["mncore2", "mncore", "gpu"]
+ServerStateName = Literal[
+    "registered", "inspected", "preparing", "installing", "configuring", "validating",
+    "ready", "in-service", "maintenance", "failed", "rma",
+]  # fmt: skip
+BoardStateName = Literal["ok", "suspect", "failed", "rma", "unknown"]
+
+_MAC_RE = re.compile(r"^[0-9a-f]{2}([:-]?)[0-9a-f]{2}(\1[0-9a-f]{2}){4}$")
+_PCI_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_RANGE_RE = re.compile(r"\[(\d+)-(\d+)\]")
+
+
+class Strict(BaseModel):
+    # coerce_numbers_to_str: YAML reads `serial: 123456` as a number.
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True, str_strip_whitespace=True)
+
+
+def normalise_mac(value: str) -> str:
+    v = value.strip().lower().replace(".", "")
+    if not _MAC_RE.match(v):
+        raise ValueError(f"{value!r} is not a MAC address")
+    digits = re.sub(r"[^0-9a-f]", "", v)
+    return ":".join(digits[i : i + 2] for i in range(0, 12, 2))
+
+
+def expand_ports(patterns: list[str]) -> list[str]:
+    """``["Ethernet[1-4]", "mgmt0"]`` -> ``Ethernet1 .. Ethernet4, mgmt0``."""
+    out: list[str] = []
+    for pattern in patterns:
+        m = _RANGE_RE.search(pattern)
+        if not m:
+            out.append(pattern)
+            continue
+        lo, hi = int(m.group(1)), int(m.group(2))
+        if hi < lo or hi - lo > 4096:
+            raise ValueError(f"bad port range in {pattern!r}")
+        for i in range(lo, hi + 1):
+            out.extend(expand_ports([pattern[: m.start()] + str(i) + pattern[m.end() :]]))
+    return out
+
+
+class PowerSpec(Strict):
+    idle: Annotated[int, Field(ge=0)]
+    peak: Annotated[int, Field(ge=0)]
+
+    @model_validator(mode="after")
+    def _peak_above_idle(self) -> PowerSpec:
+        if self.peak < self.idle:
+            raise ValueError("peak must be at least idle")
+        return self
+
+
+class BoardsSpec(Strict):
+    kind: BoardKind
+    count: Annotated[int, Field(ge=1, le=64)]
+
+
+class ModelSpec(Strict):
+    """A hardware model (device type)."""
+
+    name: Name
+    kind: Literal["server", "switch"]
+    vendor: str
+    model: str
+    height: Annotated[int, Field(ge=1, le=16)] = 1
+    power: PowerSpec | None = None
+    boards: BoardsSpec | None = None
+    bios_profile: str | None = None
+    firmware: dict[str, str] = Field(default_factory=dict)
+    ports: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> ModelSpec:
+        if self.kind == "switch":
+            if not self.ports:
+                raise ValueError("a switch model needs ports")
+            if self.boards:
+                raise ValueError("a switch model holds no accelerator boards")
+        elif self.ports:
+            raise ValueError("only switch models have ports")
+        if self.ports:
+            names = expand_ports(self.ports)
+            if len(set(names)) != len(names):
+                raise ValueError("ports repeat a name")
+        return self
+
+
+class NicSpec(Strict):
+    name: Name
+    mac: str | None = None
+
+    @field_validator("mac")
+    @classmethod
+    def _mac(cls, v: str | None) -> str | None:
+        return None if v is None else normalise_mac(v)
+
+
+class BoardSpec(Strict):
+    serial: Annotated[str, Field(min_length=1)]
+    slot: Annotated[int, Field(ge=0, le=63)]
+    kind: BoardKind | None = None  # defaults to the model's board kind
+    pci: str | None = None
+    model: str | None = None
+    firmware: dict[str, str] = Field(default_factory=dict)
+    state: BoardStateName = "ok"
+
+    @field_validator("pci")
+    @classmethod
+    def _pci(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        v = v.lower()
+        if not _PCI_RE.match(v):
+            raise ValueError(f"{v!r} is not a PCI address like 0000:17:00.0")
+        return v
+
+
+class ServerSpec(Strict):
+    name: Name
+    serial: Annotated[str, Field(min_length=1)]
+    model: Name
+    position: Annotated[int, Field(ge=1)]
+    bmc: str | None = None
+    system_id: str | None = None
+    credential: str | None = None
+    fingerprint: str | None = None
+    nics: list[NicSpec] = Field(default_factory=list)
+    boards: list[BoardSpec] = Field(default_factory=list)
+    tags: list[Name] = Field(default_factory=list)
+    # Honoured when the server is created; afterwards the lifecycle owns it.
+    state: ServerStateName = "registered"
+
+    @field_validator("bmc")
+    @classmethod
+    def _bmc(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        parts = urlsplit(v)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise ValueError(f"{v!r} is not an https:// (or explicit http://) BMC URL")
+        return v.rstrip("/")
+
+    @field_validator("credential")
+    @classmethod
+    def _cred(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        from fleetctl.secrets import validate_ref
+        from fleetctl.errors import SecretError
+
+        try:
+            return validate_ref(v)
+        except SecretError as e:
+            raise ValueError(str(e)) from None
+
+    @field_validator("fingerprint")
+    @classmethod
+    def _fp(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        digits = v.replace(":", "").lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", digits):
+            raise ValueError("fingerprint must be a SHA-256 in hex")
+        return digits
+
+
+class SwitchSpec(Strict):
+    name: Name
+    model: Name
+    platform: Literal["sonic", "eos", "nxos", "linux"]
+    role: Literal["leaf", "spine", "management"]
+    address: str
+    position: Annotated[int, Field(ge=1)]
+    serial: str | None = None
+    credential: str | None = None
+
+    @field_validator("address")
+    @classmethod
+    def _addr(cls, v: str) -> str:
+        try:
+            return str(ip_address(v))
+        except ValueError:
+            if re.fullmatch(r"[A-Za-z0-9.-]+", v):
+                return v.lower()
+            raise ValueError(f"{v!r} is neither an IP address nor a host name") from None
+
+    _cred = field_validator("credential")(ServerSpec._cred.__func__)  # type: ignore[attr-defined]
+
+
+class RackSpec(Strict):
+    name: Name
+    row: str | None = None
+    position: int | None = None
+    height: Annotated[int, Field(ge=1, le=60)] = 42
+    power_budget: Annotated[int, Field(ge=0)] | None = None
+    servers: list[ServerSpec] = Field(default_factory=list)
+    switches: list[SwitchSpec] = Field(default_factory=list)
+
+
+class CableSpec(Strict):
+    """One planned cable, from a switch port to a server NIC or a peer switch port."""
+
+    switch: Name
+    port: str
+    server: Name | None = None
+    nic: Name | None = None
+    peer: Name | None = None
+    peer_port: str | None = None
+    vlans: list[Vlan] = Field(default_factory=list)
+    mode: Literal["access", "trunk"] | None = None
+
+    @model_validator(mode="after")
+    def _ends(self) -> CableSpec:
+        to_server = self.server is not None or self.nic is not None
+        to_switch = self.peer is not None or self.peer_port is not None
+        if to_server == to_switch:
+            raise ValueError("a cable goes to a server (server, nic) or to a switch (peer, peer_port)")
+        if to_server and (self.server is None or self.nic is None):
+            raise ValueError("a cable to a server needs both server and nic")
+        if to_switch and (self.peer is None or self.peer_port is None):
+            raise ValueError("a cable to a switch needs both peer and peer_port")
+        if self.mode is None:
+            self.mode = "trunk" if to_switch or len(self.vlans) > 1 else "access"
+        if self.mode == "access" and len(self.vlans) != 1:
+            raise ValueError("an access port carries exactly one VLAN")
+        if len(set(self.vlans)) != len(self.vlans):
+            raise ValueError("vlans repeat")
+        return self
+
+
+class SiteSpec(Strict):
+    name: Name
+    description: str | None = None
+    racks: list[RackSpec] = Field(default_factory=list)
+    cabling: list[CableSpec] = Field(default_factory=list)
+
+
+class SiteFile(Strict):
+    """One file: hardware models, sites, or both."""
+
+    models: list[ModelSpec] = Field(default_factory=list)
+    sites: list[SiteSpec] = Field(default_factory=list)

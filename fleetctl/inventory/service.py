@@ -1,0 +1,180 @@
+"""Inventory operations the CLI calls: import, export, and edits.
+
+Every change, from a folder of site files or from one `server add`, goes the
+same way: the desired inventory is built, checked as a whole, diffed against
+the store, and the plan applied in one transaction (or only shown, with
+--dry-run). So a CLI edit can never make an inventory an import would refuse.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fleetctl.errors import InventoryError, NotFound
+from fleetctl.inventory.plan import Plan
+
+
+def actor() -> str:
+    """Who is acting, for the audit log."""
+    explicit = os.environ.get("FLEETCTL_ACTOR")
+    if explicit:
+        return explicit
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = f"uid{os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _integrity(e: Exception) -> InventoryError:
+    orig = getattr(e, "orig", e)
+    return InventoryError(f"the database refused the change: {str(orig).splitlines()[0]}")
+
+
+def import_path(path: Path, *, dry_run: bool = False, reason: str | None = None, url: str | None = None) -> Plan:
+    """Import a site file or a folder of them, all or nothing."""
+    from fleetctl.inventory.loader import load_path
+    from fleetctl.inventory.validate import parse_source
+
+    sources = load_path(path)
+    files = [parse_source(s) for s in sources]
+    return _change(sources, files, dry_run=dry_run, action="inventory.import", reason=reason, url=url)
+
+
+def _change(sources: list[Any], files: list[Any], *, dry_run: bool, action: str, reason: str | None, url: str | None) -> Plan:
+    from sqlalchemy.exc import IntegrityError
+
+    from fleetctl.inventory.apply import apply
+    from fleetctl.inventory.plan import diff
+    from fleetctl.inventory.snapshot import read_inventory
+    from fleetctl.inventory.validate import check, merge
+    from fleetctl.store import write_transaction
+
+    with write_transaction(url) as conn:
+        current = read_inventory(conn)
+        desired = merge(current, sources, files)
+        warnings = check(desired)
+        before_sites = {s.name: s for s in current.sites if s.name in desired.touched_sites}
+        after_sites = {n: desired.sites[n] for n in desired.touched_sites}
+        plan = diff({m.name: m for m in current.models}, before_sites, desired.models, after_sites)
+        plan.warnings = warnings
+        if dry_run or plan.empty:
+            conn.rollback()
+            return plan
+        try:
+            apply(conn, plan, actor=actor(), action=action, reason=reason)
+        except IntegrityError as e:
+            raise _integrity(e) from e
+    return plan
+
+
+def edit_site(
+    site_name: str,
+    mutate: Callable[[Any], None],
+    *,
+    action: str,
+    dry_run: bool = False,
+    reason: str | None = None,
+    url: str | None = None,
+    create: bool = False,
+) -> Plan:
+    """Apply ``mutate`` to a copy of one site's spec, then check and apply it.
+
+    ``mutate`` receives a ``SiteFile`` holding the site (and every model, so
+    a check can see them); it raises InputError for bad arguments.
+    """
+    from fleetctl.inventory.schema import SiteFile, SiteSpec
+    from fleetctl.inventory.snapshot import read_inventory
+    from fleetctl.store import get_engine
+
+    with get_engine(url).connect() as conn:
+        current = read_inventory(conn, {site_name})
+    site = next((s for s in current.sites if s.name == site_name), None)
+    if create:
+        if site is not None:
+            raise InventoryError(f"site {site_name!r} exists")
+        site = SiteSpec(name=site_name)
+    elif site is None:
+        raise NotFound(f"no site named {site_name!r}")
+    doc = SiteFile.model_construct(models=[], sites=[site.model_copy(deep=True)])
+    mutate(doc)
+    # Re-validate the edited site through the schema, as a file would be.
+    from pydantic import ValidationError
+
+    try:
+        checked = SiteFile.model_validate(doc.model_dump())
+    except ValidationError as e:
+        first = e.errors()[0]
+        msg = first["msg"].removeprefix("Value error, ")
+        raise InventoryError(f"{'.'.join(str(p) for p in first['loc'])}: {msg}") from None
+    return _change([None], [checked], dry_run=dry_run, action=action, reason=reason, url=url)
+
+
+def remove_site(site_name: str, *, dry_run: bool = False, reason: str | None = None, url: str | None = None) -> Plan:
+    """Remove a site that holds no racks."""
+    from fleetctl.inventory.apply import apply
+    from fleetctl.inventory.plan import diff
+    from fleetctl.inventory.snapshot import read_inventory
+    from fleetctl.store import write_transaction
+
+    with write_transaction(url) as conn:
+        current = read_inventory(conn, {site_name})
+        if not current.sites:
+            raise NotFound(f"no site named {site_name!r}")
+        site = current.sites[0]
+        if site.racks:
+            raise InventoryError(f"site {site_name!r} still has {len(site.racks)} racks; remove them first")
+        models = {m.name: m for m in current.models}
+        plan = diff(models, {site_name: site}, models, {})
+        if dry_run:
+            conn.rollback()
+            return plan
+        apply(conn, plan, actor=actor(), action="site.remove", reason=reason)
+    return plan
+
+
+def export_inventory(url: str | None = None, site_names: set[str] | None = None):  # type: ignore[no-untyped-def]
+    from fleetctl.inventory.snapshot import read_inventory
+    from fleetctl.store import get_engine
+
+    with get_engine(url).connect() as conn:
+        return read_inventory(conn, site_names)
+
+
+def set_board_state(serial: str, state: str, *, reason: str | None = None, dry_run: bool = False, url: str | None = None) -> str:
+    """Mark a board ok, suspect, failed, rma or unknown; returns the old state."""
+    from sqlalchemy import insert, select, update
+
+    from fleetctl.errors import InputError
+    from fleetctl.lifecycle.states import BoardState
+    from fleetctl.models import AcceleratorBoard, Event
+    from fleetctl.models.base import utcnow
+    from fleetctl.store import write_transaction
+
+    try:
+        BoardState(state)
+    except ValueError:
+        raise InputError(
+            f"{state!r} is not a board state ({', '.join(s.value for s in BoardState)})", field="--state"
+        ) from None
+    bt = AcceleratorBoard.__table__  # type: ignore[attr-defined]
+    with write_transaction(url) as conn:
+        old = conn.execute(select(bt.c.state).where(bt.c.serial == serial)).scalar()
+        if old is None:
+            raise NotFound(f"no board with serial {serial!r}")
+        if dry_run:
+            conn.rollback()
+            return old
+        conn.execute(update(bt).where(bt.c.serial == serial).values(state=state))
+        conn.execute(
+            insert(Event.__table__).values(  # type: ignore[attr-defined]
+                at=utcnow(), actor=actor(), action="board.state", object_kind="board", object_name=serial,
+                detail=f"{old} -> {state}", reason=reason,
+            )  # fmt: skip
+        )
+    return old

@@ -1,0 +1,284 @@
+"""Turn loaded files into one desired inventory and check it as a whole.
+
+Schema errors come from pydantic; the checks here are the ones that need the
+whole picture: unique names, serials, MACs and addresses across every site
+(those in the store included), references that resolve, devices inside their
+rack and never sharing a unit, cables whose ends exist and are used once.
+Every error names the file and line it came from (or the site in the store).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from fleetctl.errors import InputError
+from fleetctl.inventory.loader import Loc, Source
+from fleetctl.inventory.schema import ModelSpec, SiteFile, SiteSpec, expand_ports
+
+
+def dotted(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+@dataclass
+class Origin:
+    """Where a spec came from: a file and its path in it, or the store."""
+
+    source: Source | None
+    loc: Loc
+    site: str | None = None
+
+    def at(self, *more: str | int) -> tuple[str, str]:
+        loc = self.loc + more
+        if self.source is None:
+            return (f"inventory (site {self.site})" if self.site else "inventory", dotted(loc))
+        return (self.source.where(loc), dotted(loc))
+
+
+@dataclass
+class Desired:
+    """The inventory as it should be after an import or a CLI change."""
+
+    models: dict[str, ModelSpec] = field(default_factory=dict)
+    sites: dict[str, SiteSpec] = field(default_factory=dict)
+    origins: dict[int, Origin] = field(default_factory=dict)
+    touched_sites: set[str] = field(default_factory=set)
+
+    def origin(self, spec: Any) -> Origin:
+        return self.origins.get(id(spec), Origin(None, ()))
+
+
+class Problems:
+    """Errors collected while checking; raised as one InputError."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, str]] = []
+
+    def add(self, where: tuple[str, str], message: str) -> None:
+        self.items.append((where[0], where[1], message))
+
+    def raise_if_any(self) -> None:
+        if not self.items:
+            return
+        location, fld, message = self.items[0]
+        more = len(self.items) - 1
+        if more:
+            message += f" (and {more} more problem{'s' if more > 1 else ''})"
+        err = InputError(message, location=location, field=fld)
+        err.problems = list(self.items)  # type: ignore[attr-defined]
+        raise err
+
+
+def parse_source(source: Source) -> SiteFile:
+    """Validate one file's data against the schema."""
+    try:
+        return SiteFile.model_validate(source.data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = tuple(first["loc"])
+        msg = first["msg"]
+        if first["type"] == "extra_forbidden":
+            msg = f"unknown key {loc[-1]!r}"
+        elif first["type"] == "missing":
+            msg = f"missing required field {loc[-1]!r}"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        count = e.error_count()
+        if count > 1:
+            msg += f" (and {count - 1} more problem{'s' if count > 2 else ''})"
+        raise InputError(msg, location=source.where(loc), field=dotted(loc)) from None
+
+
+def _register_site(desired: Desired, site: SiteSpec, source: Source | None, loc: Loc) -> None:
+    o = desired.origins
+    o[id(site)] = Origin(source, loc, site.name)
+    for ri, rack in enumerate(site.racks):
+        rl = loc + ("racks", ri)
+        o[id(rack)] = Origin(source, rl, site.name)
+        for si, server in enumerate(rack.servers):
+            sl = rl + ("servers", si)
+            o[id(server)] = Origin(source, sl, site.name)
+            for bi, board in enumerate(server.boards):
+                o[id(board)] = Origin(source, sl + ("boards", bi), site.name)
+            for ni, nic in enumerate(server.nics):
+                o[id(nic)] = Origin(source, sl + ("nics", ni), site.name)
+        for wi, switch in enumerate(rack.switches):
+            o[id(switch)] = Origin(source, rl + ("switches", wi), site.name)
+    for ci, cable in enumerate(site.cabling):
+        o[id(cable)] = Origin(source, loc + ("cabling", ci), site.name)
+
+
+def merge(current: SiteFile, sources: list[Source], files: list[SiteFile]) -> Desired:
+    """The store's inventory with the files laid over it.
+
+    A site named in a file is replaced by the file's version as a whole; other
+    sites stay as they are. Models named in a file are added or replaced;
+    other models stay.
+    """
+    desired = Desired()
+    problems = Problems()
+    model_seen: dict[str, Origin] = {}
+    site_seen: dict[str, Origin] = {}
+    for source, sf in zip(sources, files, strict=True):
+        for i, model in enumerate(sf.models):
+            here = Origin(source, ("models", i))
+            if model.name in model_seen:
+                problems.add(here.at("name"), f"model {model.name!r} is also defined at {model_seen[model.name].at()[0]}")
+                continue
+            model_seen[model.name] = here
+            desired.models[model.name] = model
+            desired.origins[id(model)] = here
+        for i, site in enumerate(sf.sites):
+            here = Origin(source, ("sites", i))
+            if site.name in site_seen:
+                problems.add(here.at("name"), f"site {site.name!r} is also defined at {site_seen[site.name].at()[0]}")
+                continue
+            site_seen[site.name] = here
+            desired.sites[site.name] = site
+            desired.touched_sites.add(site.name)
+            _register_site(desired, site, source, ("sites", i))
+    problems.raise_if_any()
+    for model in current.models:
+        if model.name not in desired.models:
+            desired.models[model.name] = model
+    for site in current.sites:
+        if site.name not in desired.sites:
+            desired.sites[site.name] = site
+            _register_site(desired, site, None, ())
+    return desired
+
+
+def check(desired: Desired) -> list[str]:
+    """Check the desired inventory as a whole; return warnings, raise errors."""
+    problems = Problems()
+    warnings: list[str] = []
+    models = desired.models
+    unique: dict[str, dict[Any, str]] = {k: {} for k in ("device", "serial", "mac", "bmc", "address", "board")}
+
+    def claim(kind: str, value: Any, what: str, where: tuple[str, str], label: str) -> None:
+        table = unique[kind]
+        if value in table:
+            problems.add(where, f"{label} {value!r} is already used by {table[value]}")
+        else:
+            table[value] = what
+
+    for site in desired.sites.values():
+        rack_names: set[str] = set()
+        switch_ports: dict[str, set[str]] = {}
+        server_nics: dict[str, set[str]] = {}
+        for rack in site.racks:
+            ro = desired.origin(rack)
+            if rack.name in rack_names:
+                problems.add(ro.at("name"), f"rack {rack.name!r} appears twice in site {site.name!r}")
+            rack_names.add(rack.name)
+            units: dict[int, str] = {}
+            peak = 0
+            for kind, devices in (("server", rack.servers), ("switch", rack.switches)):
+                for dev in devices:
+                    o = desired.origin(dev)
+                    claim("device", dev.name, f"{kind} in rack {rack.name}", o.at("name"), "name")
+                    model = models.get(dev.model)
+                    if model is None:
+                        problems.add(o.at("model"), f"unknown hardware model {dev.model!r}")
+                        continue
+                    if model.kind != kind:
+                        problems.add(o.at("model"), f"model {dev.model!r} is a {model.kind} model, not a {kind} model")
+                        continue
+                    top = dev.position + model.height - 1
+                    if top > rack.height:
+                        problems.add(
+                            o.at("position"),
+                            f"{dev.name} at U{dev.position} is {model.height}U high and would end at U{top}, "
+                            f"beyond the rack's {rack.height}U",
+                        )
+                    for u in range(dev.position, min(top, rack.height) + 1):
+                        if u in units:
+                            problems.add(o.at("position"), f"{dev.name} overlaps {units[u]} at U{u} in rack {rack.name}")
+                            break
+                        units[u] = dev.name
+                    if kind == "server":
+                        if model.power:
+                            peak += model.power.peak
+                        _check_server(dev, model, o, desired, claim, problems, warnings)
+                        server_nics[dev.name] = {n.name for n in dev.nics}
+                    else:
+                        if dev.serial:
+                            claim("serial", dev.serial, f"switch {dev.name}", o.at("serial"), "serial")
+                        claim("address", dev.address, f"switch {dev.name}", o.at("address"), "management address")
+                        switch_ports[dev.name] = set(expand_ports(model.ports or []))
+            if rack.power_budget is not None and peak > rack.power_budget:
+                warnings.append(
+                    f"rack {site.name}/{rack.name}: peak power of its servers ({peak} W) exceeds its "
+                    f"budget ({rack.power_budget} W); power-on will be staggered"
+                )
+        _check_cabling(site, desired, switch_ports, server_nics, problems)
+    problems.raise_if_any()
+    return warnings
+
+
+def _check_server(dev, model, o, desired, claim, problems, warnings) -> None:  # type: ignore[no-untyped-def]
+    claim("serial", dev.serial, f"server {dev.name}", o.at("serial"), "serial")
+    if dev.bmc:
+        claim("bmc", (dev.bmc, dev.system_id), f"server {dev.name}", o.at("bmc"), "BMC")
+    nic_names: set[str] = set()
+    for nic in dev.nics:
+        no = desired.origin(nic)
+        if nic.name in nic_names:
+            problems.add(no.at("name"), f"{dev.name} has two NICs named {nic.name!r}")
+        nic_names.add(nic.name)
+        if nic.mac:
+            claim("mac", nic.mac, f"{dev.name}/{nic.name}", no.at("mac"), "MAC")
+    slots: set[int] = set()
+    for board in dev.boards:
+        bo = desired.origin(board)
+        claim("board", board.serial, f"a board in {dev.name}", bo.at("serial"), "board serial")
+        if board.slot in slots:
+            problems.add(bo.at("slot"), f"{dev.name} has two boards in slot {board.slot}")
+        slots.add(board.slot)
+        kind = board.kind or (model.boards.kind if model.boards else None)
+        if kind is None:
+            problems.add(bo.at("kind"), f"board {board.serial}: model {model.name!r} declares no board kind, give one")
+        elif model.boards and kind != model.boards.kind:
+            problems.add(bo.at("kind"), f"board {board.serial} is {kind} but model {model.name!r} holds {model.boards.kind}")
+    if model.boards and len(dev.boards) > model.boards.count:
+        problems.add(o.at("boards"), f"{dev.name} declares {len(dev.boards)} boards; model {model.name!r} holds {model.boards.count}")
+    elif model.boards and dev.boards and len(dev.boards) < model.boards.count:
+        warnings.append(f"{dev.name}: {len(dev.boards)} of {model.boards.count} {model.boards.kind} boards declared")
+
+
+def _check_cabling(site, desired, switch_ports, server_nics, problems) -> None:  # type: ignore[no-untyped-def]
+    used_ports: dict[tuple[str, str], str] = {}
+    used_nics: dict[tuple[str, str], str] = {}
+
+    def use_port(sw: str, port: str, where: tuple[str, str], who: str) -> None:
+        if sw not in switch_ports:
+            problems.add(where, f"no switch {sw!r} in site {site.name!r}")
+        elif port not in switch_ports[sw]:
+            problems.add(where, f"switch {sw!r} has no port {port!r}")
+        elif (sw, port) in used_ports:
+            problems.add(where, f"port {sw}:{port} is already cabled to {used_ports[(sw, port)]}")
+        else:
+            used_ports[(sw, port)] = who
+
+    for cable in site.cabling:
+        co = desired.origin(cable)
+        if cable.server is not None:
+            far = f"{cable.server}/{cable.nic}"
+            use_port(cable.switch, cable.port, co.at("port"), far)
+            if cable.server not in server_nics:
+                problems.add(co.at("server"), f"no server {cable.server!r} in site {site.name!r}")
+            elif cable.nic not in server_nics[cable.server]:
+                problems.add(co.at("nic"), f"server {cable.server!r} has no NIC {cable.nic!r}")
+            elif (cable.server, cable.nic) in used_nics:
+                problems.add(co.at("nic"), f"NIC {far} is already cabled to {used_nics[(cable.server, cable.nic)]}")
+            else:
+                used_nics[(cable.server, cable.nic)] = f"{cable.switch}:{cable.port}"
+        else:
+            use_port(cable.switch, cable.port, co.at("port"), f"{cable.peer}:{cable.peer_port}")
+            use_port(cable.peer, cable.peer_port, co.at("peer_port"), f"{cable.switch}:{cable.port}")

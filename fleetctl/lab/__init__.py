@@ -1,0 +1,1 @@
+"""The lab: a simulated datacenter that speaks the real protocols."""

@@ -1,0 +1,74 @@
+"""Servers, their NICs and tags, and the accelerator boards they carry."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, CheckConstraint, Column, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from fleetctl.models.base import tz_column, utcnow
+
+
+class Server(SQLModel, table=True):
+    __tablename__ = "server"
+    __table_args__ = (
+        UniqueConstraint("bmc_url", "bmc_system_id", name="uq_server_bmc"),
+        CheckConstraint("position >= 1", name="ck_server_position"),
+        CheckConstraint("height >= 1", name="ck_server_height"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, index=True)
+    serial: str = Field(unique=True)
+    model_id: int = Field(foreign_key="hardware_model.id", ondelete="RESTRICT", index=True)
+    rack_id: int = Field(foreign_key="rack.id", ondelete="RESTRICT", index=True)
+    position: int
+    height: int = 1
+    bmc_url: str | None = None
+    # Where one BMC serves several systems (blade chassis), which one is ours.
+    bmc_system_id: str | None = None
+    credential: str | None = None  # a reference (env:/file:/cmd:), never a secret
+    bmc_fingerprint: str | None = None  # sha256 of the BMC's pinned certificate
+    state: str = Field(default="registered", index=True)
+    target_state: str | None = None
+    last_error: str | None = None
+    # The lock: a compare-and-set on these columns (see fleetctl.lifecycle).
+    reservation: str | None = None
+    reserved_at: datetime | None = Field(default=None, sa_column=tz_column())
+    reserved_for: str | None = None
+    created_at: datetime = Field(default_factory=utcnow, sa_column=tz_column(nullable=False, default=utcnow))
+    updated_at: datetime = Field(default_factory=utcnow, sa_column=tz_column(nullable=False, default=utcnow))
+
+
+class ServerTag(SQLModel, table=True):
+    __tablename__ = "server_tag"
+
+    server_id: int = Field(foreign_key="server.id", ondelete="CASCADE", primary_key=True)
+    tag: str = Field(primary_key=True, index=True)
+
+
+class Nic(SQLModel, table=True):
+    __tablename__ = "nic"
+    __table_args__ = (UniqueConstraint("server_id", "name", name="uq_nic_server_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    server_id: int = Field(foreign_key="server.id", ondelete="CASCADE", index=True)
+    name: str
+    mac: str | None = Field(default=None, unique=True)  # lower-case, colon separated
+
+
+class AcceleratorBoard(SQLModel, table=True):
+    __tablename__ = "accelerator_board"
+    __table_args__ = (UniqueConstraint("server_id", "slot", name="uq_board_server_slot"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(index=True)  # mncore2, mncore, gpu
+    serial: str = Field(unique=True)
+    server_id: int | None = Field(default=None, foreign_key="server.id", ondelete="CASCADE", index=True)
+    slot: int | None = None
+    pci_address: str | None = None
+    model: str | None = None
+    firmware: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False, default=dict))
+    state: str = Field(default="ok")

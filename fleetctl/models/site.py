@@ -1,0 +1,51 @@
+"""Sites, racks, and the rack units devices occupy."""
+
+from __future__ import annotations
+
+from sqlalchemy import CheckConstraint, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+class Site(SQLModel, table=True):
+    __tablename__ = "site"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, index=True)
+    description: str | None = None
+
+
+class Rack(SQLModel, table=True):
+    __tablename__ = "rack"
+    __table_args__ = (
+        UniqueConstraint("site_id", "name", name="uq_rack_site_name"),
+        CheckConstraint("height >= 1 AND height <= 60", name="ck_rack_height"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    site_id: int = Field(foreign_key="site.id", ondelete="CASCADE", index=True)
+    name: str = Field(index=True)
+    row: str | None = None
+    position: int | None = None
+    height: int = 42
+    power_budget_w: int | None = None
+
+
+class RackUnit(SQLModel, table=True):
+    """One occupied rack unit.
+
+    The primary key is what makes "no two devices in the same unit" a
+    database guarantee rather than only a check in Python.
+    """
+
+    __tablename__ = "rack_unit"
+    __table_args__ = (
+        CheckConstraint("unit >= 1", name="ck_rack_unit_unit"),
+        CheckConstraint(
+            "(server_id IS NULL) <> (switch_id IS NULL)", name="ck_rack_unit_one_device"
+        ),
+    )
+
+    rack_id: int = Field(foreign_key="rack.id", ondelete="CASCADE", primary_key=True)
+    unit: int = Field(primary_key=True)
+    server_id: int | None = Field(default=None, foreign_key="server.id", ondelete="CASCADE", index=True)
+    switch_id: int | None = Field(default=None, foreign_key="switch.id", ondelete="CASCADE", index=True)

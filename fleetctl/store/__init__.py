@@ -1,0 +1,173 @@
+"""The store: the engine, sessions, and the schema kept at the latest migration.
+
+SQLite (WAL, foreign keys on, a busy timeout so that several processes can
+share the file) is the embedded default; PostgreSQL runs the same code. The
+engine is built lazily, on first use, never at import.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fleetctl.errors import StoreError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+    from sqlmodel import Session
+
+# The newest migration; `ensure_schema` compares it with alembic_version with
+# one query, so the common case never imports Alembic.
+HEAD = "0001"
+
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    # WAL makes NORMAL durable against process crashes; only an OS crash can
+    # lose the last transaction, never corrupt the file.
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def get_engine(url: str | None = None) -> Engine:
+    """The engine for ``url`` (default: from the environment), schema up to date."""
+    from fleetctl.config import database_url
+
+    url = url or database_url()
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = _make_engine(url)
+            ensure_schema(engine)
+            _engines[url] = engine
+    return engine
+
+
+def _make_engine(url: str) -> Engine:
+    from sqlalchemy import create_engine, event
+
+    if url.startswith("sqlite"):
+        path = url.split(":///", 1)[1] if ":///" in url else ""
+        if path and path != ":memory:":
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot create the folder of the database {path}: {e.strerror}") from e
+        engine = create_engine(url, connect_args={"timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+
+        # pysqlite's own transaction handling cannot say BEGIN IMMEDIATE; take
+        # it over, as SQLAlchemy's documentation recommends.
+        @event.listens_for(engine, "connect")
+        def _no_pysqlite_begin(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            dbapi_conn.isolation_level = None
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn):  # type: ignore[no-untyped-def]
+            immediate = conn.get_execution_options().get("fleetctl_immediate")
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+        return engine
+    try:
+        return create_engine(url, pool_pre_ping=True)
+    except Exception as e:  # a bad URL or a missing DBAPI driver
+        raise StoreError(f"cannot use database {redact_url(url)}: {e}") from e
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password masked, for messages."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparseable database URL>"
+
+
+def current_revision(engine: Engine) -> str | None:
+    from sqlalchemy import inspect, text
+
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Apply pending migrations, so first use needs no setup step."""
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        rev = current_revision(engine)
+    except OperationalError as e:
+        raise StoreError(f"cannot open database {redact_url(str(engine.url))}: {e.orig}") from e
+    if rev != HEAD:
+        upgrade(engine)
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    from alembic import command
+
+    with engine.begin() as conn:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def alembic_config():  # type: ignore[no-untyped-def]
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    return cfg
+
+
+@contextmanager
+def session(url: str | None = None) -> Iterator[Session]:
+    """A session in one transaction: committed on success, rolled back on error."""
+    from sqlmodel import Session
+
+    with Session(get_engine(url), expire_on_commit=False) as s:
+        try:
+            yield s
+            s.commit()
+        except BaseException:
+            s.rollback()
+            raise
+
+
+def reset_engines() -> None:
+    """Forget cached engines (tests switch databases)."""
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+@contextmanager
+def write_transaction(url: str | None = None) -> Iterator:  # type: ignore[type-arg]
+    """A connection in a transaction that will write the inventory.
+
+    On SQLite it starts with BEGIN IMMEDIATE, so that two writers queue on the
+    busy timeout instead of one failing when it upgrades its read lock; on
+    PostgreSQL an advisory lock serialises inventory-wide writers the same way.
+    """
+    engine = get_engine(url)
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn = conn.execution_options(fleetctl_immediate=True)
+        with conn.begin():
+            if engine.dialect.name == "postgresql":
+                from sqlalchemy import text
+
+                conn.execute(text("SELECT pg_advisory_xact_lock(7461231)"))
+            yield conn
