@@ -11,6 +11,8 @@ executemany, which keeps a 10,000-server import in seconds.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 from sqlalchemy import delete, insert, select, update
@@ -48,9 +50,12 @@ def _ids(conn: Connection, table: Any, *cols: str) -> dict[Any, int]:
     return {tuple(r[1:]): r[0] for r in rows}
 
 
-def _chunked(conn: Connection, stmt: Any, rows: list[dict[str, Any]], size: int = 5000) -> None:
-    for i in range(0, len(rows), size):
-        conn.execute(stmt, rows[i : i + size])
+def _chunked(conn: Connection, stmt: Any, rows: Iterable[dict[str, Any]], size: int = 5000) -> None:
+    """executemany in chunks; ``rows`` may be a generator, so a big import
+    never holds every row dict at once."""
+    it = iter(rows)
+    while chunk := list(islice(it, size)):
+        conn.execute(stmt, chunk)
 
 
 def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str | None = None) -> None:
@@ -137,7 +142,7 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
         conn.execute(update(srv).where(srv.c.name == c.key).values(**server_values(c.key), updated_at=now))
     added = [c.key for c in plan.of("server", "add")]
     if added:
-        rows = [{**server_values(n), "state": after["server"][n]["state"], "created_at": now, "updated_at": now} for n in added]
+        rows = ({**server_values(n), "state": after["server"][n]["state"], "created_at": now, "updated_at": now} for n in added)
         _chunked(conn, insert(srv), rows)
     server_ids = _ids(conn, srv, "name") if (added or changed_servers) else {}
     nic_rows, tag_rows = [], []
@@ -224,25 +229,23 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
         for c in board_change:
             conn.execute(update(board_t).where(board_t.c.serial == c.key).values(**board_values(c.key)))
         if board_add:
-            _chunked(conn, insert(board_t), [{**board_values(s), "state": after["board"][s]["state"]} for s in board_add])
+            _chunked(conn, insert(board_t), ({**board_values(s), "state": after["board"][s]["state"]} for s in board_add))
 
     # 7. cables
     cable_in = [c.key for c in plan.changes if c.kind == "cable" and c.action in ("add", "change")]
     if cable_in:
         port_ids = _port_ids(conn)
         nic_ids = _nic_ids(conn)
-        rows = []
-        for key in cable_in:
-            c = after["cable"][key]
-            rows.append(
-                {
-                    "port_id": port_ids[key],
-                    "nic_id": nic_ids[(c["server"], c["nic"])] if c["server"] else None,
-                    "peer_port_id": port_ids[(c["peer"], c["peer_port"])] if c["peer"] else None,
-                    "mode": c["mode"],
-                    "vlans": ",".join(str(v) for v in c["vlans"]),
-                }
-            )
+        rows = (
+            {
+                "port_id": port_ids[key],
+                "nic_id": nic_ids[(c["server"], c["nic"])] if c["server"] else None,
+                "peer_port_id": port_ids[(c["peer"], c["peer_port"])] if c["peer"] else None,
+                "mode": c["mode"],
+                "vlans": ",".join(str(v) for v in c["vlans"]),
+            }
+            for key, c in ((k, after["cable"][k]) for k in cable_in)
+        )
         _chunked(conn, insert(link_t), rows)
 
     # 8. racks and sites that are gone (empty by now)

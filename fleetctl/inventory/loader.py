@@ -8,6 +8,7 @@ or from our own checks) is then walked through the data to find its line.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,36 +17,49 @@ import yaml
 
 from fleetctl.errors import InputError
 
-_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_CParser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Loc = tuple[str | int, ...]
-
-
-class _LineLoader(_Base):  # type: ignore[misc,valid-type]
-    pass
 
 
 @dataclass
 class Source:
-    """One loaded file: its data and where each piece of it came from."""
+    """One loaded file: its data and where each piece of it came from.
+
+    ``lines`` maps ``id(container)`` to an array: the container's own line,
+    then the line of each of its keys or items, in order. Compact on purpose:
+    a 10,000-server file has a million of them.
+    """
 
     path: str
     data: Any
-    lines: dict[int, dict[Any, int]] = field(default_factory=dict)
-    start: dict[int, int] = field(default_factory=dict)
+    lines: dict[int, array[int]] = field(default_factory=dict)
+    text: str | None = None
+
+    def release(self) -> None:
+        """Drop the parsed data once validated; lines are found again on demand.
+
+        Only an error needs a line, and for a 10,000-server file the data and
+        its line table are a few hundred megabytes held for nothing.
+        """
+        self.data = None
+        self.lines = {}
 
     def line_of(self, loc: Loc) -> int | None:
         """The line of the deepest element of ``loc`` that exists in the file."""
+        if self.data is None and self.text is not None:
+            self.data = _build(self.text, self)
         node = self.data
-        line = self.start.get(id(node))
+        table = self.lines.get(id(node))
+        line = table[0] if table else None
         for part in loc:
             table = self.lines.get(id(node))
             if table is None:
                 break
             if isinstance(node, dict) and part in node:
-                line = table.get(part, line)
+                line = table[1 + list(node).index(part)]
                 node = node[part]
             elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-                line = table.get(part, line)
+                line = table[1 + part]
                 node = node[part]
             else:
                 break
@@ -56,55 +70,132 @@ class Source:
         return f"{self.path}:{line}" if line else self.path
 
 
-def _make_loader(source: Source) -> type:
-    lines, start = source.lines, source.start
+class _Scalars(yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    """PyYAML's own rules for plain scalars (YAML 1.1: ints, floats, bools, null)."""
 
-    class Loader(_LineLoader):
-        def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
-            if not isinstance(node, yaml.MappingNode):
-                return super().construct_mapping(node, deep=deep)
-            self.flatten_mapping(node)
-            mapping: dict[Any, Any] = {}
-            table: dict[Any, int] = {}
-            for key_node, value_node in node.value:
-                key = self.construct_object(key_node, deep=True)
+    def __init__(self) -> None:
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+
+
+_STR = "tag:yaml.org,2002:str"
+_KNOWN = {
+    "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null", _STR,
+}  # fmt: skip
+
+
+def _build(text: str, source: Source) -> Any:
+    """Build the data from the C parser's events, without a node tree.
+
+    PyYAML's loader composes every node (with two marks each) before it
+    constructs anything; for a 10,000-server file that costs seconds and
+    hundreds of megabytes. Here each event is turned into data at once.
+    """
+    E = yaml.events
+    scalars = _Scalars()
+    resolve, lines_tab = scalars.resolve, source.lines
+    anchors: dict[str, Any] = {}
+    # Site files repeat the same keys and many values (model names, firmware
+    # versions) thousands of times: keep one copy of each short string.
+    strings: dict[str, str] = {}
+    intern = strings.setdefault
+    # Frames: [container, its lines, pending key, key line, start mark, merged keys]
+    stack: list[list[Any]] = []
+    root: Any = None
+    missing = object()
+
+    def where(mark: Any) -> str:
+        return f"{source.path}:{mark.line + 1}"
+
+    def add(value: Any, line: int, mark: Any) -> None:
+        nonlocal root
+        if not stack:
+            root = value
+            return
+        frame = stack[-1]
+        container = frame[0]
+        if isinstance(container, list):
+            container.append(value)
+            frame[1].append(line)
+        elif frame[2] is missing:
+            try:
+                hash(value)
+            except TypeError:
+                raise InputError("a mapping key must be a plain value", location=where(mark)) from None
+            if value in container and value not in frame[5]:
+                raise InputError(f"duplicate key {value!r}", location=where(mark))
+            frame[2], frame[3] = value, line
+        else:
+            key = frame[2]
+            frame[2] = missing
+            if key == "<<" and isinstance(value, dict):  # YAML merge key
+                for k, v in value.items():
+                    if k not in container:
+                        container[k] = v
+                        frame[1].append(frame[3])
+                        frame[5].add(k)
+                return
+            if key in frame[5]:  # an explicit key overrides a merged one
+                frame[5].discard(key)
+                frame[1][1 + list(container).index(key)] = frame[3]
+                container[key] = value
+                return
+            container[key] = value
+            frame[1].append(frame[3])
+
+    for ev in yaml.parse(text, Loader=_CParser):
+        cls = type(ev)
+        if cls is E.ScalarEvent:
+            value: Any = ev.value
+            if len(value) < 48:
+                value = intern(value, value)
+            tag = ev.tag
+            if tag is None or tag == "!":
+                tag = _STR if ev.style or not ev.implicit[0] else resolve(yaml.ScalarNode, value, ev.implicit)
+                # Timestamps stay strings (a firmware version like 2024-01-02
+                # is a name, not a date); '<<' is a merge key, handled in add().
+                if tag not in _KNOWN:
+                    tag = _STR
+            else:
+                if tag.startswith("!!"):
+                    tag = "tag:yaml.org,2002:" + tag[2:]
+                if tag not in _KNOWN:
+                    raise InputError(f"unsupported YAML tag {ev.tag!r}", location=where(ev.start_mark))
+            if tag != _STR:
                 try:
-                    hash(key)
-                except TypeError:
-                    raise InputError(
-                        "a mapping key must be a plain value", location=f"{source.path}:{key_node.start_mark.line + 1}"
-                    ) from None
-                if key in mapping:
-                    raise InputError(
-                        f"duplicate key {key!r}", location=f"{source.path}:{key_node.start_mark.line + 1}"
-                    )
-                mapping[key] = self.construct_object(value_node, deep=True)
-                table[key] = key_node.start_mark.line + 1
-            lines[id(mapping)] = table
-            start[id(mapping)] = node.start_mark.line + 1
-            return mapping
-
-        def construct_sequence(self, node, deep=False):  # type: ignore[no-untyped-def]
-            items = [self.construct_object(child, deep=True) for child in node.value]
-            lines[id(items)] = {i: child.start_mark.line + 1 for i, child in enumerate(node.value)}
-            start[id(items)] = node.start_mark.line + 1
-            return items
-
-    Loader.add_constructor("tag:yaml.org,2002:map", lambda loader, node: loader.construct_mapping(node))
-    Loader.add_constructor("tag:yaml.org,2002:seq", lambda loader, node: loader.construct_sequence(node))
-    # Timestamps stay strings: a firmware version like 2024-01-02 is a name, not a date.
-    Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
-    return Loader
+                    value = scalars.construct_object(yaml.ScalarNode(tag, value), deep=True)
+                except (yaml.YAMLError, ValueError) as e:
+                    raise InputError(f"{ev.value!r} is not a valid {tag.rsplit(':', 1)[-1]}", location=where(ev.start_mark)) from e
+            if ev.anchor:
+                anchors[ev.anchor] = value
+            add(value, ev.start_mark.line + 1, ev.start_mark)
+        elif cls is E.MappingStartEvent or cls is E.SequenceStartEvent:
+            container: Any = {} if cls is E.MappingStartEvent else []
+            lines = array("i", (ev.start_mark.line + 1,))
+            lines_tab[id(container)] = lines
+            if ev.anchor:
+                anchors[ev.anchor] = container
+            stack.append([container, lines, missing, 0, ev.start_mark, set()])
+        elif cls is E.MappingEndEvent or cls is E.SequenceEndEvent:
+            frame = stack.pop()
+            add(frame[0], frame[4].line + 1, frame[4])
+        elif cls is E.AliasEvent:
+            if ev.anchor not in anchors:
+                raise InputError(f"unknown alias *{ev.anchor}", location=where(ev.start_mark))
+            add(anchors[ev.anchor], ev.start_mark.line + 1, ev.start_mark)
+        elif cls is E.DocumentStartEvent and root is not None:
+            raise InputError("a site file holds one YAML document", location=where(ev.start_mark))
+    return root
 
 
 def load_text(text: str, path: str) -> Source:
-    source = Source(path=path, data=None)
+    source = Source(path=path, data=None, text=text)
     try:
-        source.data = yaml.load(text, Loader=_make_loader(source))  # noqa: S506 (a SafeLoader subclass)
+        source.data = _build(text, source)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        where = f"{path}:{mark.line + 1}" if mark else path
-        raise InputError(f"malformed YAML: {e.problem or e.context}", location=where) from e
+        loc = f"{path}:{mark.line + 1}" if mark else path
+        raise InputError(f"malformed YAML: {e.problem or e.context}", location=loc) from e
     except yaml.YAMLError as e:
         raise InputError(f"malformed YAML: {e}", location=path) from e
     if source.data is None:

@@ -66,8 +66,14 @@ def cable_key(c: CableSpec) -> tuple[str, str]:
     return min((c.switch, c.port), (c.peer or "", c.peer_port or ""))
 
 
-def tables(models: dict[str, ModelSpec], sites: dict[str, SiteSpec]) -> dict[str, dict[Any, dict[str, Any]]]:
-    """Flatten an inventory into one table per kind: identity -> declared fields."""
+def tables(
+    models: dict[str, ModelSpec], sites: dict[str, SiteSpec], *, consume: bool = False
+) -> dict[str, dict[Any, dict[str, Any]]]:
+    """Flatten an inventory into one table per kind: identity -> declared fields.
+
+    With ``consume`` each rack's devices and each site's cables are dropped
+    from the specs once flattened, so a big import never holds both forms.
+    """
     t: dict[str, dict[Any, dict[str, Any]]] = {k: {} for k in KINDS}
     for m in models.values():
         t["model"][m.name] = m.model_dump()
@@ -97,6 +103,8 @@ def tables(models: dict[str, ModelSpec], sites: dict[str, SiteSpec]) -> dict[str
                     "site": s.name, "rack": r.name, "model": w.model, "platform": w.platform, "role": w.role,
                     "address": w.address, "position": w.position, "serial": w.serial, "credential": w.credential,
                 }  # fmt: skip
+            if consume:
+                r.servers, r.switches = [], []
         for c in s.cabling:
             key = cable_key(c)
             if c.server is not None:
@@ -105,6 +113,8 @@ def tables(models: dict[str, ModelSpec], sites: dict[str, SiteSpec]) -> dict[str
                 far = (c.peer, c.peer_port) if key == (c.switch, c.port) else (c.switch, c.port)
                 ends = {"server": None, "nic": None, "peer": far[0], "peer_port": far[1]}
             t["cable"][key] = {**ends, "site": s.name, "vlans": list(c.vlans), "mode": c.mode}
+        if consume:
+            s.cabling = []
     return t
 
 
@@ -118,13 +128,16 @@ def diff(
     before_sites: dict[str, SiteSpec],
     after_models: dict[str, ModelSpec],
     after_sites: dict[str, SiteSpec],
+    *,
+    consume: bool = False,
 ) -> Plan:
     """The changes that turn ``before`` into ``after``.
 
     Models are only added or changed, never removed: a model missing from the
     files may still be used by a site that is not being imported.
     """
-    before, after = tables(before_models, before_sites), tables(after_models, after_sites)
+    before = tables(before_models, before_sites, consume=consume)
+    after = tables(after_models, after_sites, consume=consume)
     plan = Plan(before=before, after=after)
     for kind in KINDS:
         old, new = before[kind], after[kind]

@@ -41,28 +41,48 @@ def import_path(path: Path, *, dry_run: bool = False, reason: str | None = None,
     from fleetctl.inventory.loader import load_path
     from fleetctl.inventory.validate import parse_source
 
-    sources = load_path(path)
-    files = [parse_source(s) for s in sources]
-    return _change(sources, files, dry_run=dry_run, action="inventory.import", reason=reason, url=url)
+    import gc
+
+    # Parsing builds a million small containers and frees none: the cyclic
+    # collector would walk them again and again for nothing (a third of the
+    # time of a 10,000-server import).
+    gc.disable()
+    try:
+        sources = load_path(path)
+        return _change(sources, [parse_source(s) for s in sources], dry_run=dry_run, action="inventory.import", reason=reason, url=url)
+    finally:
+        gc.enable()
+
+
+def _plan(conn: Any, sources: list[Any], files: list[Any]) -> Plan:
+    """Check the files against the store and diff them; only the plan survives.
+
+    The specs (current and desired) are dropped when this returns, so that a
+    10,000-server import does not hold them while it writes.
+    """
+    from fleetctl.inventory.plan import diff
+    from fleetctl.inventory.snapshot import read_inventory
+    from fleetctl.inventory.validate import check, merge
+
+    current = read_inventory(conn)
+    desired = merge(current, sources, files)
+    files.clear()
+    warnings = check(desired)
+    before_sites = {s.name: s for s in current.sites if s.name in desired.touched_sites}
+    after_sites = {n: desired.sites[n] for n in desired.touched_sites}
+    plan = diff({m.name: m for m in current.models}, before_sites, desired.models, after_sites, consume=True)
+    plan.warnings = warnings
+    return plan
 
 
 def _change(sources: list[Any], files: list[Any], *, dry_run: bool, action: str, reason: str | None, url: str | None) -> Plan:
     from sqlalchemy.exc import IntegrityError
 
     from fleetctl.inventory.apply import apply
-    from fleetctl.inventory.plan import diff
-    from fleetctl.inventory.snapshot import read_inventory
-    from fleetctl.inventory.validate import check, merge
     from fleetctl.store import write_transaction
 
     with write_transaction(url) as conn:
-        current = read_inventory(conn)
-        desired = merge(current, sources, files)
-        warnings = check(desired)
-        before_sites = {s.name: s for s in current.sites if s.name in desired.touched_sites}
-        after_sites = {n: desired.sites[n] for n in desired.touched_sites}
-        plan = diff({m.name: m for m in current.models}, before_sites, desired.models, after_sites)
-        plan.warnings = warnings
+        plan = _plan(conn, sources, files)
         if dry_run or plan.empty:
             conn.rollback()
             return plan

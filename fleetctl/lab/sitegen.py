@@ -156,19 +156,24 @@ def example() -> dict[str, Any]:
 
 
 def fleet(servers: int, per_rack: int = 40, sites: int = 1) -> dict[str, Any]:
-    """A large fleet of 1U MN-Core servers with 4 boards, 3 switches a rack, fully cabled."""
+    """A large fleet of 1U MN-Core servers with 4 boards, 3 switches a rack, fully cabled.
+
+    Each rack's two leaves go up to a pair of spines; a spine pair takes 120
+    racks (ports 0-119 of its 128), so big sites get several pairs.
+    """
     out_sites = []
     racks_total = -(-servers // per_rack)
     racks_per_site = -(-racks_total // sites)
     left = servers
     for s in range(sites):
         name = f"s{s + 1:02d}"
-        spines = [f"spine-{name}-{i:02d}" for i in range(1, 3)]
+        pairs = -(-racks_per_site // 120)
+        spines = [(f"spine-{name}-{p:02d}a", f"spine-{name}-{p:02d}b") for p in range(1, pairs + 1)]
         racks: list[dict[str, Any]] = [{
             "name": "rack-net", "height": 42,
             "switches": [{"name": sp, "model": "sn2700", "platform": "sonic", "role": "spine",
-                          "address": f"10.{250 - s}.0.{i + 1}", "position": i + 1, "credential": "env:SWITCH"}
-                         for i, sp in enumerate(spines)],
+                          "address": f"10.{250 - s}.0.{2 * i + k + 1}", "position": 2 * i + k + 1, "credential": "env:SWITCH"}
+                         for i, pair in enumerate(spines) for k, sp in enumerate(pair)],
         }]  # fmt: skip
         cabling: list[dict[str, Any]] = []
         for r in range(1, racks_per_site + 1):
@@ -179,9 +184,10 @@ def fleet(servers: int, per_rack: int = 40, sites: int = 1) -> dict[str, Any]:
             rack, cables = _rack(s + 1, name, r, [("mn-server-2-1u", n)], 44, None, [])
             racks.append(rack)
             cabling += cables
+            pair = spines[(r - 1) // 120]
             for k, leaf in enumerate((f"leaf-{name}-r{r:02d}-a", f"leaf-{name}-r{r:02d}-b")):
-                cabling.append({"switch": leaf, "port": "Ethernet127", "peer": spines[k],
-                                "peer_port": f"Ethernet{r - 1}", "vlans": [10, 100, 200], "mode": "trunk"})  # fmt: skip
+                cabling.append({"switch": leaf, "port": "Ethernet127", "peer": pair[k],
+                                "peer_port": f"Ethernet{(r - 1) % 120}", "vlans": [10, 100, 200], "mode": "trunk"})  # fmt: skip
         out_sites.append({"name": name, "racks": racks, "cabling": cabling})
     return {"models": MODELS, "sites": out_sites}
 

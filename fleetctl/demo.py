@@ -1,0 +1,108 @@
+"""`make demo`: the main job on the embedded default, command by command.
+
+Runs the real `fleetctl` CLI against a SQLite inventory of its own (in the
+user's data folder, so it never touches a real inventory) and prints each
+command before its output, so the demo doubles as a tour.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _fleetctl() -> list[str]:
+    exe = Path(sys.executable).with_name("fleetctl")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "fleetctl.cli.app"]
+
+
+def step(title: str) -> None:
+    print(f"\n\033[1;34m== {title}\033[0m", flush=True)
+
+
+def sh(*args: str, env: dict[str, str], expect: int = 0, tail: int | None = None) -> str:
+    print(f"\033[1m$ fleetctl {' '.join(args)}\033[0m", flush=True)
+    done = subprocess.run([*_fleetctl(), *args], env=env, capture_output=True, text=True, check=False)
+    out = done.stdout + done.stderr
+    lines = out.rstrip("\n").splitlines()
+    if tail is not None and len(lines) > tail:
+        print(f"  ... ({len(lines) - tail} lines above)")
+        lines = lines[-tail:]
+    print("\n".join(lines), flush=True)
+    if done.returncode != expect:
+        print(f"demo: expected exit code {expect}, got {done.returncode}", file=sys.stderr)
+        raise SystemExit(1)
+    if expect:
+        print(f"(exit code {done.returncode}, as expected)")
+    return done.stdout
+
+
+def main() -> None:
+    from fleetctl.config import data_dir
+
+    demo_dir = data_dir() / "demo"
+    demo_dir.mkdir(parents=True, exist_ok=True)
+    db = demo_dir / "fleetctl.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    env = {**os.environ, "FLEETCTL_DB": str(db), "FLEETCTL_ACTOR": os.environ.get("USER", "demo") + "@demo", "COLUMNS": "160"}
+    inventory = REPO / "inventory"
+
+    step("1. Plan the import of the example site (a dry run changes nothing)")
+    sh("inventory", "import", str(inventory), "--dry-run", env=env, tail=6)
+    step("2. Import it, all or nothing; a second import changes nothing")
+    sh("inventory", "import", str(inventory), "--reason", "initial load", env=env, tail=3)
+    sh("inventory", "import", str(inventory), env=env)
+    step("3. What is in it")
+    sh("site", "list", env=env)
+    sh("rack", "list", env=env)
+    sh("rack", "show", "rack-12", env=env)
+    sh("server", "list", "--rack", "rack-12", "--tag", "mncore2", env=env)
+    sh("server", "show", "mn-tyo1-r12-01", env=env)
+    sh("switch", "show", "leaf-tyo1-r12-a", env=env, tail=8)
+
+    step("4. Bad input is refused with the file, line and field; the inventory is untouched")
+    with tempfile.TemporaryDirectory() as tmp:
+        broken = Path(tmp) / "site-tyo1.yaml"
+        text = (inventory / "site-tyo1.yaml").read_text()
+        # Put the second MN-Core server of rack-12 onto the first one's units.
+        broken.write_text(text.replace("position: 3\n      bmc: https://10.101.12.3", "position: 2\n      bmc: https://10.101.12.3", 1))
+        shutil.copy(inventory / "site-tyo1.yaml", Path(tmp) / "original.yaml")
+        sh("inventory", "import", str(broken), env=env, expect=2)
+    sh("server", "add", "mn-tyo1-r12-99", "--rack", "rack-12", "--position", "45", "--model", "mn-server-2",
+       "--serial", "MNS0101245", "--credential", "env:BMC_TYO1", env=env, expect=2)  # fmt: skip
+
+    step("5. Edits go through the same checks, and the audit log records who and why")
+    sh("server", "add", "mn-tyo1-r13-09", "--rack", "rack-13", "--position", "17", "--model", "mn-server-2",
+       "--serial", "MNS0101317", "--bmc", "https://10.101.13.17", "--credential", "env:BMC_TYO1",
+       "--nic", "eth0=02:fc:01:0d:11:01", "--tag", "mncore2", "--reason", "new node racked", env=env)  # fmt: skip
+    sh("board", "set", "MN2B-01012010", "--state", "suspect", "--reason", "ECC errors seen", env=env)
+    sh("events", "list", "--limit", "5", env=env)
+
+    step("6. Export: the same site files back, byte for byte")
+    first = sh("inventory", "export", "--output", "json", env=env, tail=0)
+    print(f"({len(first.splitlines())} lines of JSON)")
+
+    step("7. Ansible sees the fleet grouped by site, rack, role, state and accelerator")
+    ansible_inventory = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or shutil.which("ansible-inventory")
+    script = inventory / "fleetctl.py"
+    if ansible_inventory and script.exists():
+        print(f"\033[1m$ ansible-inventory -i inventory/fleetctl.py --graph accel_mncore2\033[0m", flush=True)
+        done = subprocess.run([ansible_inventory, "-i", str(script), "--graph", "accel_mncore2"], env=env,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        lines = done.stdout.splitlines()
+        print("\n".join(lines[:8] + ([f"  ... ({len(lines) - 8} more)"] if len(lines) > 8 else [])))
+    else:
+        print("(ansible-inventory not found; skipped)")
+
+    print(f"\nThe demo inventory stays in {db}; explore it with:\n  export FLEETCTL_DB={db}\n  fleetctl --help")
+
+
+if __name__ == "__main__":
+    main()
