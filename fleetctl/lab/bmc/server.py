@@ -1,0 +1,484 @@
+"""The lab: many simulated BMCs served by one aiohttp server in one process.
+
+One aiohttp application serves every BMC; each BMC has its own listening
+socket (its own port, or its own 127.x.y.z address) and, over HTTPS, its own
+certificate. A request finds its BMC by the local address of the socket it
+arrived on. A control application on a separate port exposes counters and
+fault injection under ``/lab/v1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import logging
+import random
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from fleetctl.errors import FleetError, InputError
+from fleetctl.lab.bmc.certs import ensure_cert, server_context
+from fleetctl.lab.bmc.resources import dispatch, error_body, session_doc
+from fleetctl.lab.bmc.spec import LabConfig, LabServerSpec
+from fleetctl.lab.bmc.state import FAULTS, LabActionError, SimBMC
+
+log = logging.getLogger("fleetctl.lab")
+
+_OPEN_PATHS = {"/redfish", "/redfish/v1", "/redfish/v1/odata", "/redfish/v1/$metadata"}
+_SESSIONS = "/redfish/v1/SessionService/Sessions"
+_HDRS = {"OData-Version": "4.0", "Cache-Control": "no-cache"}
+
+
+def _dumps(doc: Any) -> str:
+    return json.dumps(doc, separators=(",", ":"))
+
+
+class BMCLab:
+    """Every lab BMC in one process.
+
+    Usage::
+
+        lab = BMCLab(specs, LabConfig(power_transition_s=0.2))
+        await lab.start()
+        url = lab.url_of("lab-mncore-00000")
+        lab.set_fault("lab-mncore-00000", latency_ms=50)
+        lab.counters("lab-mncore-00000")["power_on"]
+        await lab.stop()
+
+    ``set_fault``/``counters`` must be called on the lab's event loop thread
+    (use ``run_lab_in_thread`` from other threads).
+    """
+
+    def __init__(self, specs: Iterable[LabServerSpec], config: LabConfig | None = None) -> None:
+        self.config = config or LabConfig()
+        self.bmcs: dict[str, SimBMC] = {}
+        for i, spec in enumerate(specs):
+            if spec.name in self.bmcs:
+                raise InputError(f"duplicate lab server name {spec.name!r}")
+            self.bmcs[spec.name] = SimBMC(spec, self.config, index=i)
+        self._by_addr: dict[tuple[str, int], SimBMC] = {}
+        self._servers: list[asyncio.AbstractServer] = []
+        self._runner: web.AppRunner | None = None
+        self._control_runner: web.AppRunner | None = None
+        self.control_url = ""
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.state_dir: Path | None = None
+        self._rng = random.Random(7)
+        self._stopping = False
+        self.started_at: float | None = None
+        self.start_seconds: float | None = None
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind every BMC and the control port. Raises FleetError if a bind fails."""
+        t0 = time.perf_counter()
+        cfg = self.config
+        if cfg.state_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="fleetctl-lab-")
+            self.state_dir = Path(self._tmp.name)
+        else:
+            self.state_dir = Path(cfg.state_dir)
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+        plan = self._address_plan()
+        contexts: dict[str, Any] = {}
+        if cfg.tls:
+            loop = asyncio.get_running_loop()
+            # Key generation and context loading are CPU work; keep them off
+            # the loop in one worker so a threaded caller's loop stays responsive.
+            contexts = await loop.run_in_executor(None, self._make_contexts, plan)
+        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        loop = asyncio.get_running_loop()
+        scheme = "https" if cfg.tls else "http"
+        try:
+            for name, (host, port) in plan.items():
+                srv = await loop.create_server(
+                    self._runner.server,  # type: ignore[arg-type]
+                    host,
+                    port,
+                    ssl=contexts.get(name),
+                    backlog=cfg.backlog,
+                    reuse_address=True,
+                )
+                self._servers.append(srv)
+                real_port = srv.sockets[0].getsockname()[1]
+                bmc = self.bmcs[name]
+                bmc.url = f"{scheme}://{host}:{real_port}"
+                self._by_addr[(host, real_port)] = bmc
+        except OSError as e:
+            await self.stop()
+            raise FleetError(f"lab: cannot bind a BMC socket ({e}); is another lab running on these addresses?") from e
+        capp = web.Application()
+        capp.add_routes(self._control_routes())
+        self._control_runner = web.AppRunner(capp, handle_signals=False, access_log=None)
+        await self._control_runner.setup()
+        site = web.TCPSite(self._control_runner, cfg.control_host, cfg.control_port)
+        await site.start()
+        cport = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.control_url = f"http://{cfg.control_host}:{cport}"
+        self.started_at = time.time()
+        self.start_seconds = time.perf_counter() - t0
+        log.info("lab: %d BMCs up in %.2fs, control %s", len(self.bmcs), self.start_seconds, self.control_url)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for srv in self._servers:
+            srv.close()
+        for srv in self._servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(srv.wait_closed(), 0.5)
+        self._servers.clear()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._control_runner is not None:
+            await self._control_runner.cleanup()
+            self._control_runner = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    async def __aenter__(self) -> BMCLab:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def _address_plan(self) -> dict[str, tuple[str, int]]:
+        cfg = self.config
+        plan: dict[str, tuple[str, int]] = {}
+        base = ipaddress.IPv4Address(cfg.base_address)
+        for i, (name, bmc) in enumerate(self.bmcs.items()):
+            if bmc.spec.address:
+                host, _, p = bmc.spec.address.partition(":")
+                port = int(p) if p else (cfg.port if cfg.address_mode == "address" else 0)
+            elif cfg.address_mode == "address":
+                host, port = str(base + i), cfg.port
+            else:
+                host, port = cfg.host, (cfg.base_port + i if cfg.base_port else 0)
+            if not ipaddress.ip_address(host).is_loopback:
+                raise InputError(f"lab BMC {name}: address {host} is not in 127.0.0.0/8")
+            plan[name] = (host, port)
+        return plan
+
+    def _make_contexts(self, plan: dict[str, tuple[str, int]]) -> dict[str, Any]:
+        assert self.state_dir is not None
+        out = {}
+        for name, (host, _port) in plan.items():
+            pem, fp = ensure_cert(self.state_dir, name, host)
+            self.bmcs[name].fingerprint = fp
+            out[name] = server_context(pem)
+        return out
+
+    # --- public API --------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return list(self.bmcs)
+
+    def bmc(self, name: str) -> SimBMC:
+        try:
+            return self.bmcs[name]
+        except KeyError:
+            raise InputError(f"no lab BMC named {name!r}") from None
+
+    def url_of(self, name: str) -> str:
+        """Base URL of a BMC (``https://127.0.0.1:40123``), no trailing slash."""
+        return self.bmc(name).url
+
+    def fingerprint_of(self, name: str) -> str:
+        """``sha256:<hex>`` of the BMC certificate's DER ('' without TLS)."""
+        return self.bmc(name).fingerprint
+
+    def set_fault(self, name: str, **faults: Any) -> dict[str, Any]:
+        """Merge faults into a BMC (see ``FAULTS``); None/False clears one."""
+        try:
+            return self.bmc(name).set_fault(**faults)
+        except ValueError as e:
+            raise InputError(str(e)) from e
+
+    def clear_faults(self, name: str) -> None:
+        self.bmc(name).clear_faults()
+
+    def counters(self, name: str) -> dict[str, Any]:
+        """Counters and timeline of one BMC (see ``SimBMC.counters_dict``)."""
+        return self.bmc(name).counters_dict()
+
+    def status(self) -> dict[str, Any]:
+        """What lab.json holds: no credentials."""
+        return {
+            "control_url": self.control_url,
+            "tls": self.config.tls,
+            "started_at": self.started_at,
+            "start_seconds": self.start_seconds,
+            "count": len(self.bmcs),
+            "servers": {
+                n: {"url": b.url, "fingerprint": b.fingerprint, "flavour": b.spec.flavour, "system_id": b.sys_id}
+                for n, b in self.bmcs.items()
+            },
+        }
+
+    # --- the Redfish side -----------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        tr = request.transport
+        sock = tr.get_extra_info("sockname") if tr is not None else None
+        bmc = self._by_addr.get((sock[0], sock[1])) if sock else None
+        if bmc is None:
+            return web.Response(status=421, text="unknown lab address")
+        bmc.counters.requests += 1
+        faults = bmc.faults
+        if faults:
+            early = await self._apply_faults(bmc, request, faults)
+            if early is not None:
+                return early
+        path = request.path
+        if len(path) > 1 and path.endswith("/"):
+            path = path.rstrip("/")
+        method = request.method
+        now = time.time()
+        if method == "POST" and path == _SESSIONS:
+            return await self._login(bmc, request, now)
+        if path not in _OPEN_PATHS:
+            token = request.headers.get("X-Auth-Token")
+            if token is not None:
+                if bmc.session_for(token, now) is None:
+                    return self._unauthorized(bmc)
+            else:
+                auth = request.headers.get("Authorization", "")
+                if not hmac.compare_digest(auth.encode(), bmc.basic_ok.encode()):
+                    return self._unauthorized(bmc)
+        elif path == "/redfish":
+            return self._json(200, {"v1": "/redfish/v1/"}, {})
+        body: Any = None
+        if method in ("POST", "PATCH", "PUT"):
+            raw = await request.read()
+            if raw:
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    return self._json(400, error_body(bmc.flavour.error_code, 400, "Base.1.18.MalformedJSON",
+                                                      "The request body submitted was malformed JSON and could not be parsed."), {})
+        status, doc, hdrs = dispatch(bmc, "GET" if method == "HEAD" else method, path, body)
+        if method == "HEAD":
+            return web.Response(status=status, headers=_HDRS)
+        return self._json(status, doc, hdrs)
+
+    async def _apply_faults(self, bmc: SimBMC, request: web.Request, faults: dict[str, Any]) -> web.StreamResponse | None:
+        lat = faults.get("latency_ms")
+        if lat:
+            await asyncio.sleep(float(lat) / 1000.0)
+        if faults.get("hang"):
+            bmc.counters.faults_served += 1
+            while bmc.faults.get("hang") and not self._stopping:
+                await asyncio.sleep(0.05)
+        drop = faults.get("drop")
+        if drop and (drop is True or self._rng.random() < float(drop)):
+            bmc.counters.faults_served += 1
+            tr = request.transport
+            if tr is not None:
+                tr.abort()
+            raise asyncio.CancelledError  # aiohttp drops the request without writing
+        rate = faults.get("error_rate")
+        if rate and self._rng.random() < float(rate):
+            bmc.counters.faults_served += 1
+            status = self._rng.choice((500, 503))
+            mid = "Base.1.18.InternalError" if status == 500 else "Base.1.18.ServiceTemporarilyUnavailable"
+            return self._json(status, error_body(bmc.flavour.error_code, status, mid, "The request failed due to an internal service error (injected)."),
+                              {"Retry-After": "1"} if status == 503 else {})
+        return None
+
+    async def _login(self, bmc: SimBMC, request: web.Request, now: float) -> web.StreamResponse:
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or "UserName" not in body or "Password" not in body:
+            return self._json(400, error_body(bmc.flavour.error_code, 400, "Base.1.18.PropertyMissing",
+                                              "The properties UserName and Password are required to create a session.", ["UserName"]), {})
+        if not bmc.check_credentials(str(body["UserName"]), str(body["Password"])):
+            bmc.counters.auth_failures += 1
+            return self._unauthorized(bmc)
+        try:
+            s = bmc.open_session(str(body["UserName"]), now)
+        except LabActionError as e:
+            return self._json(e.status, error_body(bmc.flavour.error_code, e.status, e.message_id, e.message), {})
+        return self._json(201, session_doc(s), {"X-Auth-Token": s.token, "Location": f"{_SESSIONS}/{s.id}"})
+
+    def _unauthorized(self, bmc: SimBMC) -> web.Response:
+        bmc.counters.auth_failures += 1
+        doc = error_body(bmc.flavour.error_code, 401, "Base.1.18.NoValidSession",
+                         "There is no valid session established with the implementation.")
+        return self._json(401, doc, {"WWW-Authenticate": 'Basic realm="lab"'})
+
+    @staticmethod
+    def _json(status: int, doc: Any, hdrs: dict[str, str]) -> web.Response:
+        headers = {**_HDRS, **hdrs}
+        if doc is None:
+            return web.Response(status=status, headers=headers)
+        return web.Response(status=status, text=_dumps(doc), content_type="application/json", headers=headers)
+
+    # --- the control side ----------------------------------------------------------
+
+    def _control_routes(self) -> list[web.RouteDef]:
+        def bmc_or_404(request: web.Request) -> SimBMC:
+            name = request.match_info["name"]
+            if name not in self.bmcs:
+                raise web.HTTPNotFound(text=_dumps({"error": f"no lab BMC named {name}"}), content_type="application/json")
+            return self.bmcs[name]
+
+        async def root(_: web.Request) -> web.Response:
+            return web.json_response({"count": len(self.bmcs), "control_url": self.control_url, "faults": FAULTS,
+                                      "started_at": self.started_at, "start_seconds": self.start_seconds})
+
+        async def bmcs(_: web.Request) -> web.Response:
+            return web.json_response(self.status()["servers"])
+
+        async def one(request: web.Request) -> web.Response:
+            b = bmc_or_404(request)
+            return web.json_response({"url": b.url, "fingerprint": b.fingerprint, **b.counters_dict()})
+
+        async def faults_get(request: web.Request) -> web.Response:
+            return web.json_response(bmc_or_404(request).faults)
+
+        async def faults_patch(request: web.Request) -> web.Response:
+            b = bmc_or_404(request)
+            try:
+                body = await request.json()
+                return web.json_response(b.set_fault(**body))
+            except (ValueError, TypeError) as e:
+                return web.json_response({"error": str(e)}, status=400)
+
+        async def faults_delete(request: web.Request) -> web.Response:
+            bmc_or_404(request).clear_faults()
+            return web.Response(status=204)
+
+        async def faults_bulk(request: web.Request) -> web.Response:
+            # {"names": [...] | "*", "faults": {...}}; {"faults": null} clears.
+            try:
+                body = await request.json()
+                names = list(self.bmcs) if body.get("names", "*") == "*" else list(body["names"])
+                unknown = [n for n in names if n not in self.bmcs]
+                if unknown:
+                    return web.json_response({"error": f"unknown BMCs: {unknown[:5]}"}, status=404)
+                for n in names:
+                    if body.get("faults") is None:
+                        self.bmcs[n].clear_faults()
+                    else:
+                        self.bmcs[n].set_fault(**body["faults"])
+                return web.json_response({"count": len(names)})
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                return web.json_response({"error": str(e)}, status=400)
+
+        return [
+            web.get("/lab/v1", root),
+            web.get("/lab/v1/bmcs", bmcs),
+            web.get("/lab/v1/bmcs/{name}", one),
+            web.get("/lab/v1/bmcs/{name}/counters", one),
+            web.get("/lab/v1/bmcs/{name}/faults", faults_get),
+            web.patch("/lab/v1/bmcs/{name}/faults", faults_patch),
+            web.put("/lab/v1/bmcs/{name}/faults", faults_patch),
+            web.delete("/lab/v1/bmcs/{name}/faults", faults_delete),
+            web.post("/lab/v1/faults", faults_bulk),
+        ]
+
+
+# --- running in a thread (tests) ---------------------------------------------------------
+
+
+class ThreadedLab:
+    """A lab running in its own thread and event loop; thread-safe proxies."""
+
+    def __init__(self, lab: BMCLab, loop: asyncio.AbstractEventLoop) -> None:
+        self.lab = lab
+        self.loop = loop
+
+    @property
+    def control_url(self) -> str:
+        return self.lab.control_url
+
+    @property
+    def state_dir(self) -> Path | None:
+        return self.lab.state_dir
+
+    def names(self) -> list[str]:
+        return self.lab.names()
+
+    def url_of(self, name: str) -> str:
+        return self.lab.url_of(name)
+
+    def fingerprint_of(self, name: str) -> str:
+        return self.lab.fingerprint_of(name)
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` on the lab's loop and return its result."""
+
+        async def run() -> Any:
+            return fn(*args, **kwargs)
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+    def set_fault(self, name: str, **faults: Any) -> dict[str, Any]:
+        return self.call(self.lab.set_fault, name, **faults)
+
+    def clear_faults(self, name: str) -> None:
+        self.call(self.lab.clear_faults, name)
+
+    def counters(self, name: str) -> dict[str, Any]:
+        return self.call(self.lab.counters, name)
+
+    def status(self) -> dict[str, Any]:
+        return self.call(self.lab.status)
+
+
+@contextlib.contextmanager
+def run_lab_in_thread(specs: Iterable[LabServerSpec], config: LabConfig | None = None, *, timeout: float = 120.0) -> Iterator[ThreadedLab]:
+    """Start a lab in a background thread; stop it when the block ends.
+
+    ``with run_lab_in_thread(specs, LabConfig(power_transition_s=0.1)) as lab:``
+    """
+    lab = BMCLab(specs, config)
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    failure: list[BaseException] = []
+
+    def main() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(lab.start())
+        except BaseException as e:  # reported to the caller's thread
+            failure.append(e)
+            ready.set()
+            loop.close()
+            return
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(lab.stop())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    thread = threading.Thread(target=main, name="fleetctl-lab", daemon=True)
+    thread.start()
+    if not ready.wait(timeout):
+        raise FleetError(f"lab did not start within {timeout:.0f}s")
+    if failure:
+        raise failure[0]
+    try:
+        yield ThreadedLab(lab, loop)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)

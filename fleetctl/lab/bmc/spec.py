@@ -1,0 +1,229 @@
+"""What a lab BMC simulates: the server behind it and how the lab runs.
+
+``LabServerSpec`` describes one server (identity, NICs, accelerator boards,
+firmware, vendor flavour); ``LabConfig`` describes the lab as a whole
+(where it keeps state, how BMCs are addressed, timings). Both are pydantic
+models so a spec file (JSON) validates at the edge and round-trips.
+``generate_specs`` makes N realistic servers for scale tests and demos.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import zlib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Flavour = Literal["generic", "hpe", "openbmc", "ami", "dell"]
+BoardKind = Literal["mncore2", "gpu"]
+
+# Default resource ids per vendor flavour, as the recorded real BMCs use them
+# (iLO: Systems/1, OpenBMC: Systems/system, AMI MegaRAC: Systems/Self,
+# iDRAC: Systems/System.Embedded.1). ``generic`` follows the DMTF examples.
+DEFAULT_SYSTEM_ID: dict[str, str] = {
+    "generic": "1",
+    "hpe": "1",
+    "openbmc": "system",
+    "ami": "Self",
+    "dell": "System.Embedded.1",
+}
+
+
+class LabNic(BaseModel):
+    """A host network port: its name (``eth0``, ``ens1f0``) and MAC."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    mac: str
+    speed_mbps: int = 100_000
+    # A NIC may sit on its own PCIe card; when set it shows in PCIeDevices.
+    slot: int | None = None
+    model: str = "ConnectX-6 Dx"
+    firmware: str = "22.36.1010"
+
+    @field_validator("mac")
+    @classmethod
+    def _mac(cls, v: str) -> str:
+        parts = v.replace("-", ":").lower().split(":")
+        if len(parts) != 6 or not all(len(p) == 2 and all(c in "0123456789abcdef" for c in p) for p in parts):
+            raise ValueError(f"not a MAC address: {v!r}")
+        return ":".join(parts)
+
+
+class LabBoard(BaseModel):
+    """An accelerator board in a PCIe slot: an MN-Core 2 board or a GPU."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: BoardKind
+    serial: str
+    slot: int
+    pci_address: str = ""  # "0000:3b:00.0"; generated from the slot when empty
+    model: str = ""  # defaults per kind
+    firmware: dict[str, str] = Field(default_factory=dict)  # {"board": "1.2.3"}
+    # PCIe link as the board is capable of; a fault can lower what is in use.
+    max_lanes: int = 16
+    pcie_gen: str = ""  # "Gen4"; defaults per kind
+
+    @model_validator(mode="after")
+    def _defaults(self) -> LabBoard:
+        # NOTE: MN-Core 2's PCIe generation, model string and firmware
+        # component names are not public; these are assumptions, kept here.
+        if not self.model:
+            self.model = "MN-Core 2" if self.kind == "mncore2" else "NVIDIA H100 PCIe"
+        if not self.pcie_gen:
+            self.pcie_gen = "Gen4" if self.kind == "mncore2" else "Gen5"
+        if not self.firmware:
+            self.firmware = {"board": "1.4.2"} if self.kind == "mncore2" else {"vbios": "96.00.74.00.01"}
+        if not self.pci_address:
+            self.pci_address = f"0000:{(0x10 + self.slot * 0x10) & 0xFF:02x}:00.0"
+        return self
+
+
+class LabServerSpec(BaseModel):
+    """One simulated server and its BMC.
+
+    ``system_id`` empty means the flavour's usual id (``1`` for generic and
+    hpe, ``system`` for openbmc, ``Self`` for ami, ``System.Embedded.1`` for
+    dell). ``username``/``password`` are lab-only credentials; the lab never
+    writes the password to lab.json or its log.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    serial: str = ""
+    model: str = "Lab Server"
+    manufacturer: str = "Lab"
+    system_id: str = ""
+    username: str = "admin"
+    password: str = Field(default="labpass", repr=False)
+    nics: list[LabNic] = Field(default_factory=list)
+    boards: list[LabBoard] = Field(default_factory=list)
+    firmware: dict[str, str] = Field(default_factory=lambda: {"BMC": "1.00", "BIOS": "1.0.0"})
+    power_watts_idle: float | None = None
+    power_watts_peak: float | None = None
+    flavour: Flavour = "generic"
+    bios_attributes: dict[str, str | int | bool] = Field(default_factory=dict)  # overrides of the defaults
+    # Optional fixed address for this BMC ("127.10.0.5" or "127.0.0.1:20001").
+    address: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v or "/" in v or len(v) > 128:
+            raise ValueError(f"bad server name: {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _defaults(self) -> LabServerSpec:
+        if not self.system_id:
+            self.system_id = DEFAULT_SYSTEM_ID[self.flavour]
+        if not self.serial:
+            self.serial = f"LAB{zlib.crc32(self.name.encode()):010d}"
+        self.firmware.setdefault("BMC", "1.00")
+        self.firmware.setdefault("BIOS", "1.0.0")
+        return self
+
+
+class LabConfig(BaseModel):
+    """How the lab runs.
+
+    Addressing: ``address_mode="port"`` puts every BMC on ``host`` at its own
+    port, ``base_port + i`` (``base_port=0`` lets the kernel pick free ports:
+    best for tests running side by side). ``address_mode="address"`` puts
+    every BMC at its own address in 127.0.0.0/8 from ``base_address`` on the
+    common ``port``: no port exhaustion at 10,000 BMCs.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    state_dir: Path | None = None  # certificates are cached here; None: a temp dir
+    address_mode: Literal["port", "address"] = "port"
+    host: str = "127.0.0.1"
+    base_port: int = 0
+    base_address: str = "127.10.0.1"
+    port: int = 8443
+    control_host: str = "127.0.0.1"
+    control_port: int = 0  # 0: kernel picks
+    tls: bool = True
+    max_sessions: int = 16
+    session_timeout_s: float = 1800.0
+    power_transition_s: float = 2.0  # PoweringOn / PoweringOff each
+    graceful_shutdown_s: float | None = None  # None: power_transition_s
+    firmware_update_s: float = 5.0  # SimpleUpdate task duration
+    initial_power: Literal["On", "Off"] = "Off"
+    backlog: int = 128
+
+    @field_validator("host", "base_address", "control_host")
+    @classmethod
+    def _loopback(cls, v: str) -> str:
+        # Everything the lab binds stays on 127.0.0.0/8.
+        if not ipaddress.ip_address(v).is_loopback or ipaddress.ip_address(v).version != 4:
+            raise ValueError(f"lab addresses must be in 127.0.0.0/8, got {v!r}")
+        return v
+
+    @property
+    def graceful_s(self) -> float:
+        return self.power_transition_s if self.graceful_shutdown_s is None else self.graceful_shutdown_s
+
+
+# --- generated servers -------------------------------------------------------
+
+_KINDS = ("mncore", "gpu")
+
+
+def _mac(i: int, port: int) -> str:
+    # Locally administered unicast prefix 02:, unique per (server, port).
+    n = (i << 4) | port
+    return "02:1a:" + ":".join(f"{(n >> s) & 0xFF:02x}" for s in (24, 16, 8, 0))
+
+
+def generate_specs(
+    n: int,
+    *,
+    prefix: str = "lab",
+    mix: tuple[str, ...] = _KINDS,
+    flavours: tuple[str, ...] = ("generic", "hpe", "openbmc", "ami", "dell"),
+    password: str = "labpass",
+    start: int = 0,
+) -> list[LabServerSpec]:
+    """Make ``n`` realistic servers: alternating MN-Core servers (4 MN-Core 2
+    boards, 2 NICs) and GPU servers (8 GPUs, 2 NICs), cycling through the
+    given vendor flavours. Names are ``{prefix}-{kind}-{i:05d}``.
+    """
+    specs: list[LabServerSpec] = []
+    for j in range(n):
+        i = start + j
+        kind = mix[i % len(mix)]
+        flavour = flavours[i % len(flavours)]
+        name = f"{prefix}-{kind}-{i:05d}"
+        nics = [LabNic(name=f"ens{k + 1}f0", mac=_mac(i, k), slot=10 + k) for k in range(2)]
+        if kind == "mncore":
+            boards = [
+                LabBoard(kind="mncore2", serial=f"MNC2-{i:05d}-{b}", slot=1 + b) for b in range(4)
+            ]
+            model, manuf, idle, peak = "MN-Server 2", "Preferred Networks", 450.0, 2600.0
+        else:
+            boards = [LabBoard(kind="gpu", serial=f"GPU{i:05d}{b:02d}", slot=1 + b) for b in range(8)]
+            model, manuf, idle, peak = "GPU Server 8x", "Lab Systems", 900.0, 6500.0
+        bmc_fw = {"hpe": "2.72", "openbmc": "2.15.0", "ami": "12.61.21", "dell": "7.00.00.171"}.get(flavour, "1.10")
+        specs.append(
+            LabServerSpec(
+                name=name,
+                serial=f"SN{i:08d}",
+                model=model,
+                manufacturer=manuf,
+                flavour=flavour,  # type: ignore[arg-type]
+                password=password,
+                nics=nics,
+                boards=boards,
+                firmware={"BMC": bmc_fw, "BIOS": "2.10.0"},
+                power_watts_idle=idle,
+                power_watts_peak=peak,
+            )
+        )
+    return specs

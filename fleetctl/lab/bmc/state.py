@@ -1,0 +1,599 @@
+"""The state of one simulated BMC and the server behind it.
+
+Time-driven changes (power transitions, firmware tasks) are computed lazily:
+an action schedules phases with end times, and ``settle(now)`` applies every
+phase that has ended, at the time it ended. No timer runs per BMC, so 10,000
+idle BMCs cost nothing, and timestamps in the power timeline are exact.
+
+Power transition table (``PowerState`` during -> after; effects):
+
+  On              Off  -> PoweringOn -> On            power drawn from the start; boot at the end
+  ForceOff        any  -> PoweringOff -> Off          power stops at the end
+  GracefulShutdown On  -> PoweringOff (longer) -> Off
+  ForceRestart,
+  GracefulRestart,
+  PowerCycle      On   -> PoweringOff -> PoweringOn -> On   (a power cycle)
+  PowerCycle      Off  -> as On
+
+At each boot (end of PoweringOn) the lab consumes a ``Once`` boot override,
+applies pending BIOS settings and records the boot source.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from fleetctl.lab.bmc.flavours import FLAVOURS, Flavour
+from fleetctl.lab.bmc.spec import LabConfig, LabServerSpec
+
+POWER_RESETS = ("On", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart", "PowerCycle")
+
+# Every fault a lab BMC understands, with what "on" means when given True.
+FAULTS: dict[str, str] = {
+    "latency_ms": "delay every request by this many milliseconds",
+    "error_rate": "fraction (0..1) of requests answered with a 5xx",
+    "hang": "requests are never answered (True) until the fault is cleared",
+    "drop": "fraction (0..1, True = 1) of connections closed without an answer",
+    "psu_failed": "index of the PSU that failed (True = 0)",
+    "fan_failed": "index of the fan that failed (True = 0)",
+    "hot_sensor": "name or index of the temperature that runs hot (True = 0)",
+    "pcie_degraded": "{'slot': n, 'lanes': 8, 'gen': 'Gen3'} or a slot number or True (first board)",
+    "memory_errors": "correctable memory errors on a DIMM (count; True = 1): health Warning + log entry",
+    "firmware_fail": "SimpleUpdate tasks end in Exception (True) or the next N do (int)",
+    "clock_skew_s": "seconds added to the Manager DateTime",
+}
+
+BOOT_DEFAULT = "Hdd"
+
+DEFAULT_BIOS: dict[str, Any] = {
+    "BootMode": "Uefi",
+    "ProcTurboMode": "Enabled",
+    "ProcHyperthreading": "Enabled",
+    "SriovGlobalEnable": "Enabled",
+    "Above4GDecoding": "Enabled",
+    "PcieAspm": "Disabled",
+    "WorkloadProfile": "GeneralPowerEfficientCompute",
+    "PowerRegulator": "DynamicPowerSavings",
+    "NumaNodesPerSocket": 1,
+    "PxeRetryCount": 3,
+    "IommuEnabled": True,
+}
+
+
+class LabActionError(Exception):
+    """An action the lab BMC refuses; rendered as a Redfish error body."""
+
+    def __init__(self, status: int, message_id: str, message: str, args: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message_id = message_id
+        self.message = message
+        self.args_ = args or []
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Phase:
+    state: str  # PowerState while the phase runs
+    end: float
+    result: str  # PowerState after
+    start_effect: str | None = None
+    end_effect: str | None = None
+
+
+@dataclass
+class Session:
+    id: str
+    token: str
+    user: str
+    created: float
+    last_used: float
+
+
+@dataclass
+class Task:
+    id: str
+    component: str
+    version: str
+    image: str
+    start: float
+    end: float
+    fail: bool
+    state: str = "Running"
+    percent: int = 0
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    done_at: float | None = None
+
+
+@dataclass
+class LogEntry:
+    id: int
+    created: float
+    severity: str
+    message: str
+    message_id: str
+    service: str
+
+
+@dataclass
+class Counters:
+    power_on: int = 0
+    power_off: int = 0
+    power_cycle: int = 0
+    resets: int = 0
+    boots: int = 0
+    firmware_flashes: int = 0
+    firmware_failures: int = 0
+    requests: int = 0
+    sessions_created: int = 0
+    auth_failures: int = 0
+    faults_served: int = 0
+
+
+class SimBMC:
+    """One BMC: server identity from a spec, mutable state, faults, counters."""
+
+    def __init__(self, spec: LabServerSpec, config: LabConfig, *, index: int = 0) -> None:
+        self.spec = spec
+        self.config = config
+        self.index = index
+        self.flavour: Flavour = FLAVOURS[spec.flavour]
+        self.sys_id = spec.system_id
+        self.chassis_id = self.flavour.chassis_id
+        self.manager_id = self.flavour.manager_id
+        self.url = ""  # set by the lab once bound
+        self.fingerprint = ""
+        self.firmware: dict[str, str] = dict(spec.firmware)
+        self.board_firmware: dict[str, str] = {
+            _board_fw_id(b.kind, b.slot, comp): ver for b in spec.boards for comp, ver in b.firmware.items()
+        }
+        # Power: `power` is the settled state; phases run on top of it.
+        self.power = config.initial_power
+        self.phases: deque[Phase] = deque()
+        self.timeline: list[list[float | None]] = []  # [on_ts, off_ts or None]
+        if self.power == "On":
+            self.timeline.append([time.time(), None])
+        self.boot_target = "None"
+        self.boot_enabled = "Disabled"
+        self.boot_mode = "UEFI"
+        self.boot_log: list[dict[str, Any]] = []
+        self.bios: dict[str, Any] = {**DEFAULT_BIOS, **spec.bios_attributes}
+        self.bios_pending: dict[str, Any] = {}
+        self.bios_applied_at: float | None = None
+        self.media: dict[str, dict[str, Any]] = {
+            s.id: {"Image": None, "Inserted": False, "WriteProtected": True} for s in self.flavour.vm_slots
+        }
+        self.sessions: dict[str, Session] = {}  # by token
+        self._session_ids = itertools.count(1)
+        self.tasks: dict[str, Task] = {}
+        self._task_ids = itertools.count(1)
+        self.logs: list[LogEntry] = []
+        self._log_ids = itertools.count(1)
+        self.counters = Counters()
+        self.faults: dict[str, Any] = {}
+        self.indicator_led = "Off"
+        self.asset_tag = ""
+        self.basic_ok = _basic_header(spec.username, spec.password)
+        self.boot_time = time.time()
+        self._rng = random.Random(index)
+        self.log("OK", "Lab BMC started", "OpenBMC.0.1.BMCBootReason")
+
+    # --- logs ----------------------------------------------------------------
+
+    def log(self, severity: str, message: str, message_id: str, *, when: float | None = None) -> None:
+        service = self.flavour.system_logs[0]
+        self.logs.append(LogEntry(next(self._log_ids), when or time.time(), severity, message, message_id, service))
+        if len(self.logs) > 500:  # a real SEL is small and wraps
+            del self.logs[:100]
+
+    # --- authentication -----------------------------------------------------
+
+    def check_credentials(self, user: str, password: str) -> bool:
+        return secrets.compare_digest(user, self.spec.username) and secrets.compare_digest(password, self.spec.password)
+
+    def session_for(self, token: str, now: float) -> Session | None:
+        s = self.sessions.get(token)
+        if s is None:
+            return None
+        if now - s.last_used > self.config.session_timeout_s:
+            del self.sessions[token]
+            return None
+        s.last_used = now
+        return s
+
+    def open_session(self, user: str, now: float) -> Session:
+        self._expire_sessions(now)
+        if len(self.sessions) >= self.config.max_sessions:
+            raise LabActionError(
+                503,
+                "Base.1.18.SessionLimitExceeded",
+                "The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation.",
+            )
+        sid = f"{next(self._session_ids)}{secrets.token_hex(4)}"
+        s = Session(sid, secrets.token_hex(16), user, now, now)
+        self.sessions[s.token] = s
+        self.counters.sessions_created += 1
+        return s
+
+    def close_session(self, sid: str) -> bool:
+        for tok, s in list(self.sessions.items()):
+            if s.id == sid:
+                del self.sessions[tok]
+                return True
+        return False
+
+    def _expire_sessions(self, now: float) -> None:
+        for tok, s in list(self.sessions.items()):
+            if now - s.last_used > self.config.session_timeout_s:
+                del self.sessions[tok]
+
+    # --- time ----------------------------------------------------------------
+
+    def settle(self, now: float | None = None) -> None:
+        """Apply every power phase and task that has finished by ``now``."""
+        now = time.time() if now is None else now
+        while self.phases and self.phases[0].end <= now:
+            ph = self.phases.popleft()
+            self.power = ph.result
+            if ph.end_effect:
+                self._effect(ph.end_effect, ph.end)
+            if self.phases and self.phases[0].start_effect:
+                self._effect(self.phases[0].start_effect, ph.end)
+        for t in self.tasks.values():
+            if t.state == "Running":
+                self._settle_task(t, now)
+
+    def power_state(self, now: float | None = None) -> str:
+        self.settle(now)
+        return self.phases[0].state if self.phases else self.power
+
+    def _effect(self, what: str, at: float) -> None:
+        if what == "power_on":
+            if not self.timeline or self.timeline[-1][1] is not None:
+                self.timeline.append([at, None])
+        elif what == "power_off":
+            if self.timeline and self.timeline[-1][1] is None:
+                self.timeline[-1][1] = at
+        elif what == "boot":
+            self._boot(at)
+
+    def _boot(self, at: float) -> None:
+        self.counters.boots += 1
+        source = BOOT_DEFAULT
+        if self.boot_enabled != "Disabled" and self.boot_target != "None":
+            source = self.boot_target
+        entry: dict[str, Any] = {"time": at, "source": source}
+        if source in ("Cd", "Usb", "Floppy", "RemoteDrive"):
+            images = [m["Image"] for m in self.media.values() if m["Inserted"]]
+            entry["image"] = images[0] if images else None
+        self.boot_log.append(entry)
+        if self.boot_enabled == "Once":
+            self.boot_enabled = "Disabled"
+            self.boot_target = "None"
+        if self.bios_pending:
+            self.bios.update(self.bios_pending)
+            self.bios_pending = {}
+            self.bios_applied_at = at
+            self.log("OK", "BIOS settings applied at boot", "Bios.1.0.SettingsApplied", when=at)
+
+    def _schedule(self, now: float, phases: list[Phase]) -> None:
+        self.phases.clear()
+        self.phases.extend(phases)
+        if phases and phases[0].start_effect:
+            self._effect(phases[0].start_effect, now)
+
+    # --- power ---------------------------------------------------------------
+
+    def reset(self, reset_type: str, now: float | None = None) -> None:
+        """ComputerSystem.Reset. Raises LabActionError on refusal."""
+        now = time.time() if now is None else now
+        if reset_type not in self.flavour.reset_types:
+            raise LabActionError(
+                400,
+                "Base.1.18.ActionParameterNotSupported",
+                f"The parameter {reset_type} for the action ComputerSystem.Reset is not supported on the target resource.",
+                [reset_type, "ResetType"],
+            )
+        cur = self.power_state(now)
+        t_on = self.config.power_transition_s
+        on = Phase("PoweringOn", now + t_on, "On", "power_on", "boot")
+        if reset_type == "On" or (reset_type == "PowerCycle" and cur == "Off"):
+            if cur in ("On", "PoweringOn"):
+                return  # already on: must not power-cycle it
+            if cur == "PoweringOff":
+                raise _busy(cur)
+            self.counters.resets += 1
+            self.counters.power_on += 1
+            self._schedule(now, [on])
+        elif reset_type == "ForceOff":
+            if cur == "Off":
+                return
+            self.counters.resets += 1
+            self.counters.power_off += 1
+            self._schedule(now, [Phase("PoweringOff", now + t_on, "Off", None, "power_off")])
+        elif reset_type == "GracefulShutdown":
+            if cur == "Off":
+                return
+            if cur != "On":
+                raise _busy(cur)
+            self.counters.resets += 1
+            self.counters.power_off += 1
+            self._schedule(now, [Phase("PoweringOff", now + self.config.graceful_s, "Off", None, "power_off")])
+        else:  # ForceRestart, GracefulRestart, PowerCycle of a running server
+            if cur == "Off":
+                raise LabActionError(
+                    409,
+                    "Base.1.18.OperationNotAllowed",
+                    f"{reset_type} is not allowed while the system is powered off.",
+                )
+            if cur != "On":
+                raise _busy(cur)
+            self.counters.resets += 1
+            self.counters.power_cycle += 1
+            t_off = self.config.graceful_s if reset_type == "GracefulRestart" else t_on
+            off = Phase("PoweringOff", now + t_off, "Off", None, "power_off")
+            on = Phase("PoweringOn", now + t_off + t_on, "On", "power_on", "boot")
+            self._schedule(now, [off, on])
+        self.log("OK", f"Server power: {reset_type} requested", "Base.1.18.Success", when=now)
+
+    # --- boot / BIOS / media ------------------------------------------------
+
+    def set_boot(self, boot: dict[str, Any]) -> None:
+        target = boot.get("BootSourceOverrideTarget")
+        enabled = boot.get("BootSourceOverrideEnabled")
+        mode = boot.get("BootSourceOverrideMode")
+        if target is not None and target not in self.flavour.boot_targets:
+            raise _bad_value(str(target), "BootSourceOverrideTarget")
+        if enabled is not None and enabled not in ("Disabled", "Once", "Continuous"):
+            raise _bad_value(str(enabled), "BootSourceOverrideEnabled")
+        if mode is not None and mode not in ("UEFI", "Legacy"):
+            raise _bad_value(str(mode), "BootSourceOverrideMode")
+        unknown = set(boot) - {"BootSourceOverrideTarget", "BootSourceOverrideEnabled", "BootSourceOverrideMode"}
+        if unknown:
+            raise _unknown_prop(sorted(unknown)[0])
+        if target is not None:
+            self.boot_target = target
+            if enabled is None and target != "None" and self.boot_enabled == "Disabled":
+                self.boot_enabled = "Once"  # as most BMCs do when only a target is set
+        if enabled is not None:
+            self.boot_enabled = enabled
+        if mode is not None:
+            self.boot_mode = mode
+
+    def set_bios_pending(self, attrs: dict[str, Any]) -> None:
+        for k, v in attrs.items():
+            if k not in self.bios:
+                raise LabActionError(
+                    400,
+                    "Base.1.18.PropertyUnknown",
+                    f"The property {k} is not in the list of valid properties for the resource.",
+                    [k],
+                )
+            if type(v) is not type(self.bios[k]):
+                raise _bad_value(str(v), k)
+        self.bios_pending.update(attrs)
+
+    def insert_media(self, slot: str, image: str, inserted: bool = True, write_protected: bool = True) -> None:
+        m = self.media[slot]
+        if m["Inserted"]:
+            raise LabActionError(
+                409, "Base.1.18.ResourceInUse", f"Virtual media slot {slot} already has media inserted; eject it first."
+            )
+        if not image or not isinstance(image, str):
+            raise _bad_value(str(image), "Image")
+        m.update(Image=image, Inserted=bool(inserted), WriteProtected=bool(write_protected))
+
+    def eject_media(self, slot: str) -> None:
+        self.media[slot].update(Image=None, Inserted=False)
+
+    # --- firmware ------------------------------------------------------------
+
+    def inventory(self) -> dict[str, str]:
+        """FirmwareInventory id -> version."""
+        return {**self.firmware, **self.board_firmware}
+
+    def simple_update(self, image: str, targets: list[str], now: float | None = None) -> Task:
+        now = time.time() if now is None else now
+        inv = self.inventory()
+        comp = None
+        for t in targets:
+            cand = t.rstrip("/").rsplit("/", 1)[-1]
+            if cand in inv:
+                comp = cand
+                break
+            raise _bad_value(t, "Targets")
+        stem = image.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0]
+        for ext in (".bin", ".img", ".fwpkg", ".tar", ".gz", ".hpb", ".fw", ".zip", ".exe", ".BIN"):
+            if stem.endswith(ext):
+                stem = stem[: -len(ext)]
+        # Image names are "<component>-<version>" or "<component>_<version>".
+        sep = max(stem.rfind("-"), stem.rfind("_"))
+        if sep <= 0:
+            raise _bad_value(image, "ImageURI")
+        hint, version = stem[:sep], stem[sep + 1 :]
+        if comp is None:
+            for cid in inv:
+                if cid.lower() == hint.lower():
+                    comp = cid
+                    break
+        if comp is None or not version:
+            raise _bad_value(image, "ImageURI")
+        if any(t.state == "Running" for t in self.tasks.values()):
+            raise LabActionError(503, "Base.1.18.ServiceTemporarilyUnavailable", "An update is already in progress.", ["30"])
+        fail = bool(self.faults.get("firmware_fail"))
+        ff = self.faults.get("firmware_fail")
+        if isinstance(ff, int) and not isinstance(ff, bool):
+            self.faults["firmware_fail"] = ff - 1 if ff > 1 else None
+            if self.faults["firmware_fail"] is None:
+                del self.faults["firmware_fail"]
+        dur = self.config.firmware_update_s
+        tid = str(next(self._task_ids))
+        task = Task(tid, comp, version, image, now, now + (dur * 0.6 if fail else dur), fail)
+        self.tasks[tid] = task
+        if len(self.tasks) > 50:
+            for old in list(self.tasks)[:10]:
+                if self.tasks[old].state != "Running":
+                    del self.tasks[old]
+        return task
+
+    def _settle_task(self, t: Task, now: float) -> None:
+        dur = max(self.config.firmware_update_s, 1e-6)
+        if now < t.end:
+            t.percent = min(99, int(100 * (now - t.start) / dur))
+            return
+        t.done_at = t.end
+        if t.fail:
+            t.state = "Exception"
+            t.percent = int(100 * (t.end - t.start) / dur)
+            self.counters.firmware_failures += 1
+            t.messages.append(_msg("Update.1.0.ApplyFailed", f"Installing {t.component} {t.version} failed.", "Critical"))
+            self.log("Critical", f"Firmware update of {t.component} to {t.version} failed", "Update.1.0.ApplyFailed", when=t.end)
+        else:
+            t.state = "Completed"
+            t.percent = 100
+            self.counters.firmware_flashes += 1
+            if t.component in self.firmware:
+                self.firmware[t.component] = t.version
+            else:
+                self.board_firmware[t.component] = t.version
+            t.messages.append(_msg("Update.1.0.UpdateSuccessful", f"{t.component} updated to {t.version}.", "OK"))
+            self.log("OK", f"Firmware {t.component} updated to {t.version}", "Update.1.0.UpdateSuccessful", when=t.end)
+
+    # --- faults --------------------------------------------------------------
+
+    def set_fault(self, **faults: Any) -> dict[str, Any]:
+        """Merge faults; a value of None or False clears that fault."""
+        for k in faults:
+            if k not in FAULTS:
+                raise ValueError(f"unknown fault {k!r}; known: {', '.join(sorted(FAULTS))}")
+        for k, v in faults.items():
+            if v is None or v is False or v == 0 and k not in ("psu_failed", "fan_failed", "hot_sensor", "pcie_degraded"):
+                self.faults.pop(k, None)
+                continue
+            new = k not in self.faults
+            self.faults[k] = v
+            if new and k == "memory_errors":
+                self.log("Warning", "Correctable memory error threshold exceeded on DIMM A1", "Memory.1.0.CorrectableErrorThreshold")
+            elif new and k == "psu_failed":
+                self.log("Critical", f"Power supply {_idx(v) + 1} failed", "Power.1.0.PowerSupplyFailed")
+            elif new and k == "fan_failed":
+                self.log("Critical", f"Fan {_idx(v) + 1} failed", "Thermal.1.0.FanFailed")
+            elif new and k == "hot_sensor":
+                self.log("Critical", "Temperature above the critical threshold", "Thermal.1.0.TemperatureAboveUpperCriticalThreshold")
+        return dict(self.faults)
+
+    def clear_faults(self) -> None:
+        self.faults.clear()
+
+    def pcie_fault_for(self, slot: int, first_board_slot: int | None) -> dict[str, Any] | None:
+        f = self.faults.get("pcie_degraded")
+        if f is None:
+            return None
+        if f is True:
+            f = {"slot": first_board_slot}
+        elif isinstance(f, int):
+            f = {"slot": f}
+        if f.get("slot") != slot:
+            return None
+        return {"lanes": int(f.get("lanes", 8)), "gen": f.get("gen")}
+
+    # --- health ---------------------------------------------------------------
+
+    def chassis_health(self) -> str:
+        if any(k in self.faults for k in ("psu_failed", "fan_failed", "hot_sensor")):
+            return "Critical"
+        return "OK"
+
+    def system_health(self) -> str:
+        ch = self.chassis_health()
+        if ch != "OK":
+            return ch
+        if "memory_errors" in self.faults:
+            return "Warning"
+        return "OK"
+
+    # --- what tests read ------------------------------------------------------
+
+    def counters_dict(self) -> dict[str, Any]:
+        self.settle()
+        c = self.counters
+        return {
+            "name": self.spec.name,
+            "power_state": self.power_state(),
+            "power_on": c.power_on,
+            "power_off": c.power_off,
+            "power_cycle": c.power_cycle,
+            "resets": c.resets,
+            "boots": c.boots,
+            "firmware_flashes": c.firmware_flashes,
+            "firmware_failures": c.firmware_failures,
+            "requests": c.requests,
+            "sessions_created": c.sessions_created,
+            "sessions_open": len(self.sessions),
+            "auth_failures": c.auth_failures,
+            "faults_served": c.faults_served,
+            "power_timeline": [{"on": a, "off": b} for a, b in self.timeline],
+            "boot_log": list(self.boot_log),
+            "firmware": self.inventory(),
+            "bios_pending": dict(self.bios_pending),
+            "faults": dict(self.faults),
+        }
+
+
+def _board_fw_id(kind: str, slot: int, comp: str) -> str:
+    return f"{kind}_slot{slot}_{comp}"
+
+
+def _basic_header(user: str, password: str) -> str:
+    import base64
+
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def _idx(v: Any) -> int:
+    return 0 if v is True else int(v)
+
+
+def _msg(message_id: str, message: str, severity: str, args: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "@odata.type": "#Message.v1_1_1.Message",
+        "MessageId": message_id,
+        "Message": message,
+        "MessageArgs": args or [],
+        "MessageSeverity": severity,
+        "Severity": severity,
+        "Resolution": "None.",
+    }
+
+
+def _busy(cur: str) -> LabActionError:
+    return LabActionError(
+        409,
+        "Base.1.18.OperationNotAllowed",
+        f"The system is {cur}; retry when the transition completes.",
+    )
+
+
+def _bad_value(value: str, prop: str) -> LabActionError:
+    return LabActionError(
+        400,
+        "Base.1.18.PropertyValueNotInList",
+        f"The value {value} for the property {prop} is not in the list of acceptable values.",
+        [value, prop],
+    )
+
+
+def _unknown_prop(prop: str) -> LabActionError:
+    return LabActionError(
+        400, "Base.1.18.PropertyUnknown", f"The property {prop} is not in the list of valid properties for the resource.", [prop]
+    )
