@@ -1,0 +1,608 @@
+"""The capabilities of a Redfish BMC, one class per fleetctl interface.
+
+Each class holds a reference to the :class:`RedfishDriver` (its client, the
+system/manager/chassis URIs and the vendor quirks) and turns an operator's
+intent into Redfish requests; parsing lives in :mod:`.parse`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from fleetctl.errors import DriverError, Timeout
+from fleetctl.interfaces.bmc import (
+    BiosInterface,
+    BootDevice,
+    BootInterface,
+    BootOverride,
+    FirmwareComponent,
+    FirmwareInterface,
+    HealthInterface,
+    HealthReport,
+    InventoryInterface,
+    LogEntry,
+    ManagerFacts,
+    ManagerInterface,
+    MediaInterface,
+    MediaStatus,
+    PCIeDevice,
+    PowerInterface,
+    PowerState,
+    ProgressCallback,
+    SystemFacts,
+    TaskResult,
+)
+
+from . import parse
+from .client import RedfishError, odata_id
+
+if TYPE_CHECKING:
+    from .driver import RedfishDriver
+
+
+class _Capability:
+    def __init__(self, driver: RedfishDriver) -> None:
+        self.d = driver
+
+    @property
+    def c(self):  # the client
+        return self.d.client
+
+    def _fail(self, message: str) -> DriverError:
+        return DriverError(f"{self.d.target.name}: {message}")
+
+
+# ---------------------------------------------------------------------- power
+
+
+class RedfishPower(_Capability, PowerInterface):
+    async def state(self) -> PowerState:
+        system = await self.c.get(self.d.system_uri)
+        return parse.power_state(system.get("PowerState"))
+
+    async def _reset_info(self) -> tuple[str, list[str] | None]:
+        system = await self.c.get(self.d.system_uri)
+        action = (system.get("Actions") or {}).get("#ComputerSystem.Reset") or {}
+        target = action.get("target") or f"{self.d.system_uri}/Actions/ComputerSystem.Reset"
+        allowed = action.get("ResetType@Redfish.AllowableValues")
+        if allowed is None and action.get("@Redfish.ActionInfo"):
+            info = await self.c.get_optional(action["@Redfish.ActionInfo"])
+            for p in (info or {}).get("Parameters") or []:
+                if p.get("Name") == "ResetType":
+                    allowed = p.get("AllowableValues")
+        return target, allowed
+
+    async def _reset(self, reset_type: str) -> None:
+        target, allowed = await self._reset_info()
+        if allowed is not None and reset_type not in allowed:
+            raise self._fail(f"reset {reset_type!r} not offered by this BMC (offers {', '.join(allowed)})")
+        resp = await self.c.post(target, {"ResetType": reset_type})
+        if resp.status == 202:
+            await self.c.follow_task(resp, timeout=300)
+
+    async def on(self) -> bool:
+        # "on" never cycles a server that is already on (a MAAS/Ironic complaint)
+        if await self.state() in (PowerState.ON, PowerState.POWERING_ON):
+            return False
+        await self._reset("On")
+        return True
+
+    async def off(self, *, force: bool = False) -> bool:
+        if await self.state() == PowerState.OFF:
+            return False
+        await self._reset("ForceOff" if force else "GracefulShutdown")
+        return True
+
+    async def restart(self, *, force: bool = True) -> None:
+        await self._reset("ForceRestart" if force else "GracefulRestart")
+
+    async def cycle(self) -> None:
+        target, allowed = await self._reset_info()
+        if allowed is None or "PowerCycle" in allowed:
+            try:
+                resp = await self.c.post(target, {"ResetType": "PowerCycle"})
+                if resp.status == 202:
+                    await self.c.follow_task(resp, timeout=300)
+                return
+            except RedfishError as e:
+                if e.status not in (400, 405, 501):
+                    raise
+        # no PowerCycle here (sushy-tools answers 501, iLO 5 does not list it): off, then on
+        if await self.state() != PowerState.OFF:
+            await self._reset("ForceOff")
+            await self.wait_for(PowerState.OFF, timeout=120)
+        await self._reset("On")
+
+    async def wait_for(self, wanted: PowerState, *, timeout: float = 120.0, interval: float = 2.0) -> PowerState:
+        deadline = time.monotonic() + timeout
+        while True:
+            state = await self.state()
+            if state == wanted:
+                return state
+            if time.monotonic() > deadline:
+                raise Timeout(
+                    f"{self.d.target.name}: power still {state.value} after {timeout:g} s, wanted {wanted.value}"
+                )
+            await asyncio.sleep(interval)
+
+
+# ----------------------------------------------------------------------- boot
+
+
+class RedfishBoot(_Capability, BootInterface):
+    async def get(self) -> BootOverride:
+        boot = (await self.c.get(self.d.system_uri)).get("Boot") or {}
+        enabled = boot.get("BootSourceOverrideEnabled")
+        return BootOverride(
+            device=parse.boot_device(boot.get("BootSourceOverrideTarget")),
+            persistent=None if enabled is None else enabled == "Continuous",
+            mode=parse._s(boot.get("BootSourceOverrideMode")),
+            uefi_target=parse._s(boot.get("UefiTargetBootSourceOverride")),
+        )
+
+    async def set(
+        self,
+        device: BootDevice,
+        *,
+        persistent: bool = False,
+        uefi_target: str | None = None,
+        mode: str | None = None,
+    ) -> None:
+        device = BootDevice(device)
+        if device == BootDevice.UNKNOWN:
+            raise self._fail("cannot boot from an unknown device")
+        if uefi_target:
+            device = BootDevice.UEFI_TARGET
+        system = await self.c.get(self.d.system_uri)
+        boot_now = system.get("Boot") or {}
+        value = parse.BOOT_TARGET_TO_REDFISH[device]
+        allowed = boot_now.get("BootSourceOverrideTarget@Redfish.AllowableValues")
+        if allowed is not None and value not in allowed:
+            raise self._fail(f"boot device {value!r} not offered by this BMC (offers {', '.join(allowed)})")
+        boot: dict[str, Any] = {
+            "BootSourceOverrideTarget": value,
+            "BootSourceOverrideEnabled": "Continuous" if persistent else "Once",
+        }
+        if mode:
+            boot["BootSourceOverrideMode"] = mode
+        if device == BootDevice.UEFI_TARGET:
+            if not uefi_target:
+                raise self._fail("a UEFI boot override needs the target's device path")
+            boot["UefiTargetBootSourceOverride"] = uefi_target
+        await self.d.patch_resource(self.d.system_uri, {"Boot": boot}, current=system)
+
+
+# ---------------------------------------------------------------------- media
+
+
+def _media_status(uri: str, vm: dict) -> MediaStatus:
+    image = parse._s(vm.get("Image"))
+    inserted = vm.get("Inserted")
+    if inserted is None:
+        inserted = image is not None
+    return MediaStatus(
+        slot=str(vm.get("Id") or uri.rsplit("/", 1)[-1]),
+        inserted=bool(inserted),
+        image=image,
+        media_types=[str(t) for t in vm.get("MediaTypes") or []],
+    )
+
+
+class RedfishMedia(_Capability, MediaInterface):
+    async def _slot_docs(self) -> list[tuple[str, dict]]:
+        """Virtual media slots, from the first location (per the quirks) that has any."""
+        await self.d.ensure_links()
+        system = await self.c.get(self.d.system_uri)
+        q = await self.d.quirks()
+        for where in q.media_locations:
+            if where == "systems":
+                colls = [odata_id(system.get("VirtualMedia"))]
+            else:
+                managers = (system.get("Links") or {}).get("ManagedBy") or []
+                colls = []
+                for m in managers:
+                    mdoc = await self.c.get_optional(odata_id(m))
+                    colls.append(odata_id((mdoc or {}).get("VirtualMedia")))
+                if not managers and self.d.manager_uri:
+                    mdoc = await self.c.get_optional(self.d.manager_uri)
+                    colls.append(odata_id((mdoc or {}).get("VirtualMedia")))
+            found: list[tuple[str, dict]] = []
+            for coll in colls:
+                if not coll:
+                    continue
+                for vm in await self.c.members(coll):
+                    found.append((odata_id(vm) or coll, vm))
+            if found:
+                return found
+        raise self._fail("virtual media is not supported by this BMC (no VirtualMedia under Systems or Managers)")
+
+    async def slots(self) -> list[MediaStatus]:
+        return [_media_status(uri, vm) for uri, vm in await self._slot_docs()]
+
+    async def _pick(self, media_type: str, slot: str | None) -> tuple[str, dict]:
+        docs = await self._slot_docs()
+        if slot:
+            for uri, vm in docs:
+                if slot.lower() in (
+                    str(vm.get("Id", "")).lower(),
+                    str(vm.get("Name", "")).lower(),
+                    uri.rsplit("/", 1)[-1].lower(),
+                ):
+                    return uri, vm
+            raise self._fail(f"no virtual media slot {slot!r} (slots: {', '.join(str(v.get('Id')) for _, v in docs)})")
+        q = await self.d.quirks()
+        wanted = media_type.lower()
+        kinds = {
+            "cd": ("cd", "dvd"),
+            "dvd": ("cd", "dvd"),
+            "usb": ("usbstick", "floppy"),
+            "floppy": ("floppy", "usbstick"),
+        }.get(wanted, (wanted,))
+        if wanted in ("cd", "dvd"):
+            for name in q.media_cd_slots:
+                for uri, vm in docs:
+                    if str(vm.get("Id", "")).lower() == name.lower() or uri.rsplit("/", 1)[-1].lower() == name.lower():
+                        return uri, vm
+        for uri, vm in docs:
+            if any(str(t).lower() in kinds for t in vm.get("MediaTypes") or []):
+                return uri, vm
+        for uri, vm in docs:
+            if any(k in str(vm.get("Id", "")).lower() for k in kinds):
+                return uri, vm
+        raise self._fail(
+            f"no virtual media slot for {media_type} (slots: "
+            + ", ".join(f"{v.get('Id')} {v.get('MediaTypes') or ''}" for _, v in docs)
+            + ")"
+        )
+
+    async def insert(self, image_url: str, *, media_type: str = "CD", slot: str | None = None) -> MediaStatus:
+        uri, vm = await self._pick(media_type, slot)
+        now = _media_status(uri, vm)
+        if now.inserted and now.image == image_url:
+            return now
+        if now.inserted:
+            await self._eject(uri, vm)
+        q = await self.d.quirks()
+        action = (vm.get("Actions") or {}).get("#VirtualMedia.InsertMedia")
+        if action and action.get("target"):
+            body: dict[str, Any] = {"Image": image_url}
+            if "Inserted" in q.media_insert_extra:
+                body["Inserted"] = True
+            if "WriteProtected" in q.media_insert_extra:
+                body["WriteProtected"] = True
+            resp = await self.c.post(action["target"], body)
+            if resp.status == 202:
+                await self.c.follow_task(resp, timeout=600)
+        elif q.media_patch_fallback:
+            await self.d.patch_resource(uri, {"Image": image_url, "Inserted": True}, current=vm)
+        else:
+            raise self._fail(f"virtual media slot {now.slot} has no InsertMedia action")
+        return _media_status(uri, await self.c.get(uri))
+
+    async def _eject(self, uri: str, vm: dict) -> None:
+        q = await self.d.quirks()
+        action = (vm.get("Actions") or {}).get("#VirtualMedia.EjectMedia")
+        if action and action.get("target"):
+            resp = await self.c.post(action["target"], {})
+            if resp.status == 202:
+                await self.c.follow_task(resp, timeout=300)
+        elif q.media_patch_fallback:
+            await self.d.patch_resource(uri, {"Image": None, "Inserted": False}, current=vm)
+        else:
+            raise self._fail(f"virtual media slot {vm.get('Id')} has no EjectMedia action")
+
+    async def eject(self, *, media_type: str = "CD", slot: str | None = None) -> MediaStatus:
+        uri, vm = await self._pick(media_type, slot)
+        if not _media_status(uri, vm).inserted:
+            return _media_status(uri, vm)
+        await self._eject(uri, vm)
+        return _media_status(uri, await self.c.get(uri))
+
+
+# ----------------------------------------------------------------------- bios
+
+
+class RedfishBios(_Capability, BiosInterface):
+    async def _bios(self) -> tuple[str, dict]:
+        system = await self.c.get(self.d.system_uri)
+        uri = odata_id(system.get("Bios"))
+        if not uri:
+            raise self._fail("BIOS settings are not supported by this BMC (no Bios resource)")
+        try:
+            return uri, await self.c.get(uri)
+        except RedfishError as e:
+            if e.status in (404, 501):
+                raise self._fail(f"BIOS settings are not supported by this BMC ({e})") from e
+            raise
+
+    async def _settings_uri(self, uri: str, bios: dict) -> str:
+        obj = (bios.get("@Redfish.Settings") or {}).get("SettingsObject")
+        if odata_id(obj):
+            return odata_id(obj)  # type: ignore[return-value]
+        q = await self.d.quirks()
+        return uri.rstrip("/") + q.bios_settings_suffix
+
+    async def attributes(self) -> dict[str, Any]:
+        _, bios = await self._bios()
+        attrs = bios.get("Attributes")
+        if not isinstance(attrs, dict):
+            raise self._fail("the BMC's Bios resource has no Attributes (host powered off or BIOS not yet reported)")
+        return dict(attrs)
+
+    async def pending(self) -> dict[str, Any]:
+        uri, bios = await self._bios()
+        current = bios.get("Attributes") or {}
+        staged = await self.c.get_optional(await self._settings_uri(uri, bios))
+        attrs = (staged or {}).get("Attributes") or {}
+        return {k: v for k, v in attrs.items() if current.get(k) != v}
+
+    async def stage(self, settings: Mapping[str, Any]) -> None:
+        uri, bios = await self._bios()
+        current = bios.get("Attributes") or {}
+        unknown = sorted(k for k in settings if current and k not in current)
+        if unknown:
+            raise self._fail(f"unknown BIOS attribute(s): {', '.join(unknown)}")
+        body: dict[str, Any] = {"Attributes": dict(settings)}
+        q = await self.d.quirks()
+        if q.bios_apply_time:
+            body["@Redfish.SettingsApplyTime"] = {"ApplyTime": "OnReset"}
+        await self.d.patch_resource(await self._settings_uri(uri, bios), body)
+
+    async def verify(self, expected: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+        have = await self.attributes()
+        return {k: (v, have.get(k)) for k, v in expected.items() if have.get(k) != v}
+
+
+# ------------------------------------------------------------------- firmware
+
+
+class RedfishFirmware(_Capability, FirmwareInterface):
+    async def _update_service(self) -> dict:
+        root = await self.c.service_root()
+        uri = odata_id(root.get("UpdateService"))
+        doc = await self.c.get_optional(uri)
+        if not doc:
+            raise self._fail("firmware inventory and update are not supported by this BMC (no UpdateService)")
+        return doc
+
+    async def inventory(self) -> list[FirmwareComponent]:
+        us = await self._update_service()
+        coll = odata_id(us.get("FirmwareInventory"))
+        if not coll:
+            raise self._fail("this BMC has no FirmwareInventory")
+        errors: list[str] = []
+        items = await self.c.members(coll, errors=errors)
+        if errors and errors[0] == f"{coll}: missing":
+            raise self._fail(f"firmware inventory is not supported by this BMC ({coll} not found)")
+        if not items and errors:
+            raise self._fail(f"firmware inventory unreadable: {errors[0]}")
+        return [parse.parse_firmware(i) for i in items]
+
+    async def simple_update(
+        self,
+        image_uri: str,
+        *,
+        targets: Sequence[str] | None = None,
+        transfer_protocol: str | None = None,
+        progress: ProgressCallback | None = None,
+        timeout: float = 3600.0,
+    ) -> TaskResult:
+        us = await self._update_service()
+        action = (us.get("Actions") or {}).get("#UpdateService.SimpleUpdate")
+        if not action or not action.get("target"):
+            raise self._fail("SimpleUpdate is not supported by this BMC")
+        body: dict[str, Any] = {"ImageURI": image_uri}
+        if targets:
+            body["Targets"] = list(targets)
+        q = await self.d.quirks()
+        proto = transfer_protocol
+        if proto is None and (q.update_needs_transfer_protocol or "TransferProtocol@Redfish.AllowableValues" in action):
+            proto = image_uri.split("://", 1)[0].upper() if "://" in image_uri else None
+        if proto:
+            body["TransferProtocol"] = proto
+        resp = await self.c.post(action["target"], body)
+        return await self.c.follow_task(resp, progress=progress, timeout=timeout)
+
+
+# ------------------------------------------------------------------ inventory
+
+
+class RedfishInventory(_Capability, InventoryInterface):
+    async def facts(self) -> SystemFacts:
+        system = await self.c.get(self.d.system_uri)
+        q = await self.d.quirks()
+        warnings: list[str] = []
+        nics_task = (
+            self.c.members(odata_id(system.get("EthernetInterfaces")) or "", errors=warnings)
+            if odata_id(system.get("EthernetInterfaces"))
+            else _none_list()
+        )
+        if q.oem_devices == "hpe":
+            pcie_task = self._hpe_devices(system, warnings)
+        else:
+            pcie_task = self._standard_devices(system, warnings, decimal=q.pci_ids_decimal)
+        eths, devices = await asyncio.gather(nics_task, pcie_task)
+        ps = system.get("ProcessorSummary") or {}
+        mem = system.get("MemorySummary") or {}
+        rules = parse.load_board_rules(self.d.accelerators_file)
+        return SystemFacts(
+            serial=parse._s(system.get("SerialNumber")),
+            model=parse._s(system.get("Model")),
+            manufacturer=parse._s(system.get("Manufacturer")),
+            uuid=parse._s(system.get("UUID")),
+            bios_version=parse._s(system.get("BiosVersion")),
+            power_state=parse.power_state(system.get("PowerState")),
+            cpu_count=ps.get("Count") if isinstance(ps.get("Count"), int) else None,
+            cpu_model=parse._s(ps.get("Model")),
+            cpu_cores=ps.get("CoreCount") if isinstance(ps.get("CoreCount"), int) else None,
+            memory_gib=parse._num(mem.get("TotalSystemMemoryGiB")),
+            nics=[parse.parse_nic(e) for e in eths],
+            pcie_devices=devices,
+            boards=parse.classify_boards(devices, rules),
+            vendor=q.vendor,
+            warnings=warnings,
+        )
+
+    async def _standard_devices(self, system: dict, warnings: list[str], *, decimal: bool) -> list[PCIeDevice]:
+        refs: list[Any] = []
+        pd = system.get("PCIeDevices")
+        if isinstance(pd, list):  # older schema: links on the system
+            refs.extend(pd)
+        elif odata_id(pd):  # newer: a collection (OpenBMC: Systems/system/PCIeDevices)
+            coll = await self.c.get_optional(odata_id(pd))
+            if coll is None:
+                warnings.append(f"{odata_id(pd)}: missing")
+            refs.extend((coll or {}).get("Members") or [])
+        for ch in (system.get("Links") or {}).get("Chassis") or []:
+            chassis = await self.c.get_optional(odata_id(ch))
+            link = odata_id((chassis or {}).get("PCIeDevices"))
+            if link:
+                coll = await self.c.get_optional(link)
+                if coll is None:
+                    warnings.append(f"{link}: missing")
+                refs.extend((coll or {}).get("Members") or [])
+        seen: set[str] = set()
+        unique = []
+        for r in refs:
+            key = odata_id(r) or id(r)
+            if key not in seen:
+                seen.add(key)  # type: ignore[arg-type]
+                unique.append(r)
+        docs = await self.c.expand(unique, errors=warnings)
+
+        async def one(dev: dict) -> PCIeDevice:
+            fn_refs = (dev.get("Links") or {}).get("PCIeFunctions")
+            if fn_refs is None and odata_id(dev.get("PCIeFunctions")):
+                fcoll = await self.c.get_optional(odata_id(dev.get("PCIeFunctions")))
+                fn_refs = (fcoll or {}).get("Members") or []
+            functions = await self.c.expand(fn_refs or [], errors=warnings)
+            return parse.parse_pcie_device(dev, functions, decimal_ids=decimal)
+
+        return list(await asyncio.gather(*(one(d) for d in docs)))
+
+    async def _hpe_devices(self, system: dict, warnings: list[str]) -> list[PCIeDevice]:
+        # NOTE: HPE iLO 5 (DL325/XL675d Gen10 Plus, 2.46/2.55): see quirks.oem_devices
+        links = ((system.get("Oem") or {}).get("Hpe") or {}).get("Links") or {}
+        pci_uri = odata_id(links.get("PCIDevices"))
+        if not pci_uri:  # an iLO (or a twin) without the OEM inventory: the standard way
+            return await self._standard_devices(system, warnings, decimal=True)
+        chassis_devs: list[dict] = []
+        for ch in (system.get("Links") or {}).get("Chassis") or []:
+            chassis = await self.c.get_optional(odata_id(ch))
+            dlink = odata_id((((chassis or {}).get("Oem") or {}).get("Hpe") or {}).get("Links", {}).get("Devices"))
+            if dlink:
+                chassis_devs.extend(await self.c.members(dlink, errors=warnings))
+        pcis = await self.c.members(pci_uri, errors=warnings)
+        by_pci: dict[str, dict] = {}
+        for dev in chassis_devs:
+            for inst in dev.get("DeviceInstances") or []:
+                if odata_id(inst):
+                    by_pci[odata_id(inst).rstrip("/").lower()] = dev  # type: ignore[union-attr]
+        out = []
+        for p in pcis:
+            dev = by_pci.get((odata_id(p) or "").rstrip("/").lower())
+            out.append(parse.parse_hpe_pci_device(p, dev))
+        if not out:  # no OEM data: try the standard way (a newer iLO)
+            return await self._standard_devices(system, warnings, decimal=True)
+        return out
+
+
+async def _none_list() -> list:
+    return []
+
+
+# --------------------------------------------------------------------- health
+
+
+class RedfishHealth(_Capability, HealthInterface):
+    async def report(self) -> HealthReport:
+        await self.d.ensure_links()
+        system = await self.c.get(self.d.system_uri)
+        warnings: list[str] = []
+        sh = system.get("Status") or {}
+        report = HealthReport(
+            system_health=parse._s(sh.get("Health")),
+            system_health_rollup=parse._s(sh.get("HealthRollup")),
+        )
+        chassis_uri = self.d.chassis_uri
+        chassis = await self.c.get_optional(chassis_uri) if chassis_uri else None
+        if not chassis:
+            warnings.append("no chassis")
+            report.warnings = warnings
+            return report
+        report.chassis_health = parse._s((chassis.get("Status") or {}).get("Health"))
+        sources = []
+        # new schema first (ThermalSubsystem/PowerSubsystem/Sensors), the old one where the new says nothing
+        thermal_new = await self.c.get_optional(odata_id(chassis.get("ThermalSubsystem")))
+        if thermal_new and odata_id(thermal_new.get("Fans")):
+            report.fans = [
+                parse.parse_new_fan(f) for f in await self.c.members(odata_id(thermal_new["Fans"]), errors=warnings)
+            ]
+        power_new = await self.c.get_optional(odata_id(chassis.get("PowerSubsystem")))
+        if power_new and odata_id(power_new.get("PowerSupplies")):
+            report.psus = [
+                parse.parse_new_psu(p)
+                for p in await self.c.members(odata_id(power_new["PowerSupplies"]), errors=warnings)
+            ]
+        if odata_id(chassis.get("Sensors")):
+            sensors = await self.c.members(odata_id(chassis["Sensors"]), errors=warnings)
+            report.temperatures = [t for t in (parse.parse_sensor_temperature(s) for s in sensors) if t]
+        if report.fans or report.psus or report.temperatures:
+            sources.append("Subsystems")
+        if not report.fans or not report.temperatures:
+            thermal = await self.c.get_optional(odata_id(chassis.get("Thermal")))
+            if thermal:
+                fans, temps = parse.parse_old_thermal(thermal)
+                if not report.fans and fans:
+                    report.fans = fans
+                if not report.temperatures and temps:
+                    report.temperatures = temps
+                sources.append("Thermal")
+        if not report.psus:
+            power = await self.c.get_optional(odata_id(chassis.get("Power")))
+            if power:
+                report.psus = parse.parse_old_power(power)
+                sources.append("Power")
+        report.source = "+".join(sources) or None
+        report.warnings = warnings
+        return report
+
+    async def log_entries(self, since: str | None = None) -> tuple[list[LogEntry], str | None]:
+        cursor_time = parse.parse_datetime(since) if since else None
+        await self.d.ensure_links()
+        system = await self.c.get(self.d.system_uri)
+        services: list[str] = []
+        for owner in (system, await self.c.get_optional(self.d.manager_uri) if self.d.manager_uri else None):
+            link = odata_id((owner or {}).get("LogServices"))
+            if link:
+                for svc in await self.c.members(link):
+                    if odata_id(svc.get("Entries")):
+                        services.append(odata_id(svc["Entries"]))  # type: ignore[arg-type]
+        entries: list[LogEntry] = []
+
+        async def read(uri: str) -> list[LogEntry]:
+            items = await self.c.members(uri)
+            return [parse.parse_log_entry(e, uri.rsplit("/Entries", 1)[0]) for e in items]
+
+        for batch in await asyncio.gather(*(read(u) for u in services)):
+            entries.extend(batch)
+        if cursor_time is not None:
+            entries = [e for e in entries if e.created is not None and e.created > cursor_time]
+        entries.sort(key=lambda e: (e.created is None, e.created or 0, e.log, e.id))
+        newest = max((e.created for e in entries if e.created), default=None)
+        cursor = newest.isoformat() if newest else since
+        return entries, cursor
+
+
+# -------------------------------------------------------------------- manager
+
+
+class RedfishManager(_Capability, ManagerInterface):
+    async def facts(self) -> ManagerFacts:
+        await self.d.ensure_links()
+        if not self.d.manager_uri:
+            raise self._fail("this BMC names no Manager")
+        return parse.parse_manager(await self.c.get(self.d.manager_uri))

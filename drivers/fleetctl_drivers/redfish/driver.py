@@ -1,0 +1,190 @@
+"""RedfishDriver: the capabilities of one Redfish BMC, composed.
+
+    async with RedfishDriver(target) as bmc:
+        state = await bmc.power.state()
+        facts = await bmc.inventory.facts()
+
+Opening costs three requests (service root, session login, Systems); the
+vendor profile is detected from the service root, and only when the root
+does not tell (OpenBMC, DMTF reference services) from the manager's model,
+on first need.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetctl.errors import DriverError
+from fleetctl.interfaces.bmc import BMC, BMCTarget
+
+from .capabilities import (
+    RedfishBios,
+    RedfishBoot,
+    RedfishFirmware,
+    RedfishHealth,
+    RedfishInventory,
+    RedfishManager,
+    RedfishMedia,
+    RedfishPower,
+)
+from .client import FleetSession, RedfishClient, RedfishError, odata_id
+from .quirks import GENERIC, Quirks, VendorProfile, detect_vendor, quirks_for
+
+
+class RedfishDriver(BMC):
+    """A Redfish BMC.
+
+    Args:
+        target: the BMC (URL, credentials, pin, limits).
+        fleet: the :class:`FleetSession` of a sweep (shared connections); None
+            opens a private one.
+        accelerators_file: PCI id rules for accelerator boards (YAML); None uses
+            ``$FLEETCTL_ACCELERATORS_FILE`` or the bundled ``accelerators.yaml``.
+        backoff, task_poll_interval: see :class:`RedfishClient`.
+    """
+
+    name = "redfish"
+
+    def __init__(
+        self,
+        target: BMCTarget,
+        *,
+        fleet: FleetSession | None = None,
+        accelerators_file: str | None = None,
+        backoff: float = 0.5,
+        task_poll_interval: float = 2.0,
+    ) -> None:
+        self.target = target
+        self.client = RedfishClient(target, fleet=fleet, backoff=backoff, task_poll_interval=task_poll_interval)
+        self.accelerators_file = accelerators_file
+        self.system_uri: str = ""
+        self.manager_uri: str | None = None
+        self.chassis_uri: str | None = None
+        self._profile: VendorProfile | None = None
+        self._quirks: Quirks | None = None
+        self._opened = False
+        self.power = RedfishPower(self)
+        self.boot = RedfishBoot(self)
+        self.media = RedfishMedia(self)
+        self.bios = RedfishBios(self)
+        self.firmware = RedfishFirmware(self)
+        self.inventory = RedfishInventory(self)
+        self.health = RedfishHealth(self)
+        self.manager = RedfishManager(self)
+
+    # --------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> RedfishDriver:
+        await self.open()
+        return self
+
+    async def open(self) -> None:
+        if self._opened:
+            return
+        try:
+            await self.client.open()
+            root = await self.client.service_root()
+            profile = detect_vendor(root, hint=self.target.vendor_hint)
+            if profile is not GENERIC:
+                self._set_profile(profile)
+            await self._find_system(root)
+        except BaseException:
+            await self.client.close()
+            raise
+        self._opened = True
+
+    async def close(self) -> None:
+        self._opened = False
+        await self.client.close()
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The certificate pin in use (pinned now when ``fingerprint_first_seen``)."""
+        return self.client.fingerprint
+
+    @property
+    def fingerprint_first_seen(self) -> bool:
+        return self.client.fingerprint_first_seen
+
+    async def _find_system(self, root: dict) -> None:
+        systems = odata_id(root.get("Systems"))
+        if not systems:
+            raise DriverError(f"{self.target.name}: this Redfish service has no Systems (a PDU or a switch?)")
+        coll = await self.client.get(systems)
+        members = [odata_id(m) for m in coll.get("Members") or [] if odata_id(m)]
+        if not members:
+            raise DriverError(f"{self.target.name}: the BMC lists no ComputerSystem")
+        if self.target.system_id:
+            want = self.target.system_id.strip("/").lower()
+            match = [m for m in members if m.rstrip("/").rsplit("/", 1)[-1].lower() == want]  # type: ignore[union-attr]
+            if not match:
+                ids = ", ".join(m.rstrip("/").rsplit("/", 1)[-1] for m in members)  # type: ignore[union-attr]
+                raise DriverError(f"{self.target.name}: no system {self.target.system_id!r} (the BMC has: {ids})")
+            self.system_uri = match[0]  # type: ignore[assignment]
+        else:
+            self.system_uri = members[0]  # type: ignore[assignment]
+        self._links_known = False
+
+    async def ensure_links(self) -> None:
+        """Manager and chassis of the system, read on first need."""
+        if getattr(self, "_links_known", False):
+            return
+        system = await self.client.get(self.system_uri)
+        links = system.get("Links") or {}
+        managed = [odata_id(m) for m in links.get("ManagedBy") or [] if odata_id(m)]
+        chassis = [odata_id(c) for c in links.get("Chassis") or [] if odata_id(c)]
+        root = await self.client.service_root()
+        if not managed and odata_id(root.get("Managers")):
+            coll = await self.client.get_optional(odata_id(root.get("Managers")))
+            managed = [odata_id(m) for m in (coll or {}).get("Members") or [] if odata_id(m)]
+        if not chassis and odata_id(root.get("Chassis")):
+            coll = await self.client.get_optional(odata_id(root.get("Chassis")))
+            chassis = [odata_id(m) for m in (coll or {}).get("Members") or [] if odata_id(m)]
+        self.manager_uri = managed[0] if managed else None
+        self.chassis_uri = chassis[0] if chassis else None
+        self._links_known = True
+
+    # ----------------------------------------------------------------- quirks
+
+    def _set_profile(self, profile: VendorProfile, model: str | None = None) -> None:
+        self._profile = profile
+        self._quirks = quirks_for(profile, model)
+        cap = self._quirks.max_in_flight_cap
+        if cap and cap < self.target.max_in_flight:
+            self.client.limit_in_flight(cap)
+
+    async def quirks(self) -> Quirks:
+        """The vendor quirks, detected on first need."""
+        if self._quirks is None:
+            await self.ensure_links()
+            model = None
+            if self.manager_uri:
+                manager = await self.client.get_optional(self.manager_uri)
+                model = (manager or {}).get("Model")
+            root = await self.client.service_root()
+            self._set_profile(detect_vendor(root, model, hint=self.target.vendor_hint), model)
+        return self._quirks  # type: ignore[return-value]
+
+    @property
+    def vendor(self) -> str | None:
+        return self._profile.name if self._profile else None
+
+    # --------------------------------------------------------------- helpers
+
+    async def patch_resource(self, uri: str, body: dict, *, current: dict | None = None) -> Any:
+        """PATCH, with If-Match where the BMC wants it (quirk, or after a 412)."""
+        q = await self.quirks()
+        etag = None
+        if q.patch_needs_etag:
+            doc = current if current is not None else await self.client.get(uri)
+            etag = (doc or {}).get("@odata.etag")
+        try:
+            resp = await self.client.patch(uri, body, etag=etag)
+        except RedfishError as e:
+            if e.status != 412 or etag:
+                raise
+            doc = await self.client.get(uri)
+            resp = await self.client.patch(uri, body, etag=(doc or {}).get("@odata.etag") or "*")
+        if resp.status == 202:
+            await self.client.follow_task(resp, timeout=600)
+        return resp

@@ -1,0 +1,445 @@
+"""Redfish JSON -> fleetctl's typed models. Pure functions, no I/O.
+
+Everything a BMC says is parsed here, at the edge; the capabilities fetch and
+the rest of fleetctl reads models. Vendor enums go through module-level
+tables; a value a table does not know maps to UNKNOWN (or None), never an
+exception.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from fleetctl.interfaces.bmc import (
+    NIC,
+    Board,
+    BootDevice,
+    FirmwareComponent,
+    HealthItem,
+    LogEntry,
+    ManagerFacts,
+    PCIeDevice,
+    PowerState,
+    Temperature,
+)
+
+# ComputerSystem.PowerState -> fleetctl (Ironic's GET_POWER_STATE_MAP, extended)
+POWER_STATE_MAP: dict[str, PowerState] = {
+    "On": PowerState.ON,
+    "Off": PowerState.OFF,
+    "PoweringOn": PowerState.POWERING_ON,
+    "PoweringOff": PowerState.POWERING_OFF,
+    "Paused": PowerState.ON,  # the host is powered, its OS paused
+}
+
+# BootSourceOverrideTarget <-> fleetctl
+BOOT_TARGET_TO_REDFISH: dict[BootDevice, str] = {
+    BootDevice.PXE: "Pxe",
+    BootDevice.CD: "Cd",
+    BootDevice.HDD: "Hdd",
+    BootDevice.UEFI_TARGET: "UefiTarget",
+    BootDevice.BIOS_SETUP: "BiosSetup",
+    BootDevice.USB: "Usb",
+    BootDevice.NONE: "None",
+}
+BOOT_TARGET_FROM_REDFISH: dict[str, BootDevice] = {v: k for k, v in BOOT_TARGET_TO_REDFISH.items()}
+BOOT_TARGET_FROM_REDFISH.update({"UefiHttp": BootDevice.PXE, "Floppy": BootDevice.USB})
+
+# PCIeInterface.PCIeType -> generation
+PCIE_GEN_MAP: dict[str, int] = {f"Gen{n}": n for n in range(1, 8)}
+
+
+def power_state(value: Any) -> PowerState:
+    return POWER_STATE_MAP.get(value, PowerState.UNKNOWN) if isinstance(value, str) else PowerState.UNKNOWN
+
+
+def boot_device(value: Any) -> BootDevice:
+    return BOOT_TARGET_FROM_REDFISH.get(value, BootDevice.UNKNOWN) if isinstance(value, str) else BootDevice.UNKNOWN
+
+
+def _s(value: Any) -> str | None:
+    """A string field, with the vendors' ways of saying 'nothing' mapped to None."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if text in ("", "N/A", "NA", "None", "nil", "Not Available", "Not Specified", "Unknown", "null"):
+        return None
+    return text
+
+
+def _health(status: Any) -> tuple[str | None, str | None]:
+    if not isinstance(status, dict):
+        return None, None
+    return _s(status.get("Health")), _s(status.get("State"))
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value))
+    except ValueError:
+        return None
+
+
+def parse_pci_id(value: Any, *, decimal: bool = False) -> str | None:
+    """``0x10DE`` / ``10de`` / 4318 / ``"4318"`` (decimal BMCs) -> ``0x10de``."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"0x{value:04x}"
+    text = str(value).strip().lower()
+    try:
+        if text.startswith("0x"):
+            n = int(text, 16)
+        elif decimal and text.isdigit():
+            n = int(text, 10)
+        else:
+            n = int(text, 16)
+    except ValueError:
+        return None
+    if n in (0xFFFF,):
+        return None
+    return f"0x{n:04x}"
+
+
+def parse_class_code(value: Any, subclass: Any = None, *, decimal: bool = False) -> str | None:
+    """PCI class (+subclass) as ``0xCCSS`` (or ``0xCC`` when only the class is known)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        cls = value
+    else:
+        text = str(value).strip().lower()
+        try:
+            if text.startswith("0x"):
+                digits = text[2:]
+                if len(digits) >= 4:  # 0x020000: class, subclass, prog-if
+                    return "0x" + digits.rjust(6, "0")[:4]
+                cls = int(digits, 16)
+            else:
+                cls = int(text, 10 if decimal or len(text) <= 2 else 16)
+        except ValueError:
+            return None
+    if subclass is not None and str(subclass).strip() != "":
+        try:
+            sub = subclass if isinstance(subclass, int) else int(str(subclass), 10 if decimal else 16)
+            return f"0x{cls:02x}{sub:02x}"
+        except ValueError:
+            pass
+    return f"0x{cls:02x}"
+
+
+def parse_mac(value: Any) -> str | None:
+    mac = _s(value)
+    if not mac:
+        return None
+    mac = mac.lower().replace("-", ":")
+    if mac in ("00:00:00:00:00:00",):
+        return None
+    return mac
+
+
+def parse_datetime(value: Any) -> dt.datetime | None:
+    text = _s(value)
+    if not text:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)  # a BMC without zone: assume UTC
+    return t
+
+
+# ------------------------------------------------------------------- system
+
+
+def parse_nic(eth: dict) -> NIC:
+    mac = parse_mac(eth.get("PermanentMACAddress")) or parse_mac(eth.get("MACAddress"))
+    name = _s(eth.get("Name")) or _s(eth.get("Id")) or "?"
+    if name in ("Ethernet Interface", "Host Ethernet Interface", "Manager Ethernet Interface"):
+        name = _s(eth.get("Id")) or name
+    return NIC(name=name, mac=mac)
+
+
+def slot_of(text: Any) -> str | None:
+    """``PCI-E Slot 5`` / ``Slot 5`` / ``PCIe Slot 5`` -> ``5``."""
+    t = _s(text)
+    if not t:
+        return None
+    m = re.search(r"slot\s*#?\s*(\w+)", t, re.IGNORECASE)
+    return m.group(1) if m else t
+
+
+def parse_pcie_device(dev: dict, functions: Sequence[dict], *, decimal_ids: bool = False) -> PCIeDevice:
+    """A standard PCIeDevice (with its PCIeFunctions)."""
+    iface = dev.get("PCIeInterface") or {}
+    fn = functions[0] if functions else {}
+    # the function with the lowest FunctionId is function 0
+    if len(functions) > 1:
+        fn = min(functions, key=lambda f: _num(f.get("FunctionId")) or 0)
+    health, _state = _health(dev.get("Status"))
+    slot = None
+    sl = dev.get("Slot")
+    if isinstance(sl, dict):
+        part = (sl.get("Location") or {}).get("PartLocation") or {}
+        slot = _s(part.get("LocationOrdinalValue"))
+    if slot is None and "slot" in str(dev.get("Description", "")).lower():
+        slot = slot_of(dev.get("Description"))
+    firmware = _s(dev.get("FirmwareVersion"))
+    return PCIeDevice(
+        id=str(dev.get("Id") or dev.get("@odata.id") or "?"),
+        name=_s(dev.get("Name")) or _s(dev.get("Model")),
+        manufacturer=_s(dev.get("Manufacturer")),
+        vendor_id=parse_pci_id(fn.get("VendorId"), decimal=decimal_ids),
+        device_id=parse_pci_id(fn.get("DeviceId"), decimal=decimal_ids),
+        class_code=parse_class_code(fn.get("ClassCode"), decimal=decimal_ids),
+        serial=_s(dev.get("SerialNumber")),
+        slot=slot,
+        link_gen=PCIE_GEN_MAP.get(iface.get("PCIeType")),
+        link_width=int(iface["LanesInUse"]) if isinstance(iface.get("LanesInUse"), int) else None,
+        max_link_gen=PCIE_GEN_MAP.get(iface.get("MaxPCIeType")),
+        max_link_width=int(iface["MaxLanes"]) if isinstance(iface.get("MaxLanes"), int) else None,
+        firmware=firmware,
+        health=health,
+    )
+
+
+def parse_hpe_pci_device(pci: dict, device: dict | None) -> PCIeDevice:
+    """HPE iLO 5's Oem ``HpeServerPciDevice`` (ids, bus address) joined with its
+    ``HpeServerDevice`` (serial, firmware, health) where one links to it."""
+    device = device or {}
+    seg, bus, devno, fn = (pci.get(k) for k in ("SegmentNumber", "BusNumber", "DeviceNumber", "FunctionNumber"))
+    address = None
+    if all(isinstance(x, int) for x in (bus, devno, fn)):
+        address = f"{seg or 0:04x}:{bus:02x}:{devno:02x}.{fn:x}"
+    fw = (device.get("FirmwareVersion") or {}).get("Current", {}).get("VersionString")
+    health, _ = _health(device.get("Status"))
+    return PCIeDevice(
+        id=str(pci.get("Id") or "?"),
+        name=_s(device.get("Name")) or _s(pci.get("Name")),
+        manufacturer=_s(device.get("Manufacturer")),
+        vendor_id=parse_pci_id(pci.get("VendorID")),
+        device_id=parse_pci_id(pci.get("DeviceID")),
+        class_code=parse_class_code(pci.get("ClassCode"), pci.get("SubclassCode"), decimal=True),
+        serial=_s(device.get("SerialNumber")),
+        slot=slot_of(pci.get("LocationString")) if "slot" in str(pci.get("LocationString", "")).lower() else None,
+        pci_address=address,
+        firmware=_s(fw),
+        health=health,
+    )
+
+
+# ------------------------------------------------------------------- boards
+
+
+@dataclass(frozen=True)
+class BoardRule:
+    kind: str
+    vendor_ids: frozenset[str] = frozenset()
+    device_ids: frozenset[str] = frozenset()
+    class_prefixes: tuple[str, ...] = ()
+    name_patterns: tuple[re.Pattern, ...] = field(default=())
+
+    def matches(self, dev: PCIeDevice) -> bool:
+        if dev.vendor_id and dev.vendor_id in self.vendor_ids:
+            ok = not self.device_ids or dev.device_id in self.device_ids
+            if ok and self.class_prefixes and dev.class_code:
+                ok = any(dev.class_code.startswith(p) for p in self.class_prefixes)
+            if ok:
+                return True
+        label = " ".join(x for x in (dev.manufacturer, dev.name) if x)
+        return any(p.search(label) for p in self.name_patterns)
+
+
+DEFAULT_ACCELERATORS_FILE = Path(__file__).with_name("accelerators.yaml")
+
+
+@lru_cache(maxsize=8)
+def load_board_rules(path: str | None = None) -> tuple[BoardRule, ...]:
+    """Rules from ``path``, ``$FLEETCTL_ACCELERATORS_FILE``, or the bundled file."""
+    import yaml  # only needed once per process
+
+    file = Path(path or os.environ.get("FLEETCTL_ACCELERATORS_FILE") or DEFAULT_ACCELERATORS_FILE)
+    data = yaml.safe_load(file.read_text()) or {}
+    rules = []
+    for r in data.get("rules") or []:
+        rules.append(
+            BoardRule(
+                kind=r["kind"],
+                vendor_ids=frozenset(parse_pci_id(v) for v in r.get("vendor_ids") or [] if parse_pci_id(v)),
+                device_ids=frozenset(parse_pci_id(v) for v in r.get("device_ids") or [] if parse_pci_id(v)),
+                class_prefixes=tuple(str(c).lower() for c in r.get("class_prefixes") or []),
+                name_patterns=tuple(re.compile(p, re.IGNORECASE) for p in r.get("name_patterns") or []),
+            )
+        )
+    return tuple(rules)
+
+
+def classify_boards(devices: Iterable[PCIeDevice], rules: Sequence[BoardRule]) -> list[Board]:
+    boards = []
+    for dev in devices:
+        for rule in rules:
+            if rule.matches(dev):
+                boards.append(
+                    Board(
+                        kind=rule.kind,  # type: ignore[arg-type]
+                        serial=dev.serial,
+                        slot=dev.slot,
+                        pci_address=dev.pci_address,
+                        model=dev.name,
+                        firmware={"board": dev.firmware} if dev.firmware else {},
+                        pcie_device_id=dev.id,
+                        health=dev.health,
+                    )
+                )
+                break
+    return boards
+
+
+# ----------------------------------------------------------------- firmware
+
+
+def parse_firmware(item: dict) -> FirmwareComponent:
+    health, _ = _health(item.get("Status"))
+    upd = item.get("Updateable")
+    return FirmwareComponent(
+        id=str(item.get("Id") or item.get("@odata.id") or "?"),
+        name=_s(item.get("Name")) or str(item.get("Id") or "?"),
+        version=_s(item.get("Version")),
+        updateable=upd if isinstance(upd, bool) else None,
+        software_id=_s(item.get("SoftwareId")),
+        health=health,
+    )
+
+
+# ------------------------------------------------------------------- health
+
+
+def _item(obj: dict, *, default_name: str, units: str | None = None) -> HealthItem:
+    health, state = _health(obj.get("Status"))
+    name = _s(obj.get("Name")) or _s(obj.get("FanName")) or _s(obj.get("MemberId")) or default_name
+    reading = _num(obj.get("Reading"))
+    return HealthItem(
+        name=name, health=health, state=state, reading=reading, units=_s(obj.get("ReadingUnits")) or units
+    )
+
+
+def parse_old_power(power: dict) -> list[HealthItem]:
+    """``Chassis/{id}/Power`` PowerSupplies (the old schema)."""
+    out = []
+    for i, ps in enumerate(power.get("PowerSupplies") or []):
+        if not isinstance(ps, dict):
+            continue
+        item = _item(ps, default_name=f"PSU {i}")
+        # NOTE: HPE iLO 5 names every PSU "HpeServerPowerSupply" and AMI "nil": use the bay
+        if item.name in ("HpeServerPowerSupply",) or not _s(ps.get("Name")):
+            bay = (((ps.get("Oem") or {}).get("Hpe") or {}).get("BayNumber")) or ps.get("MemberId")
+            item.name = f"PSU {bay}" if bay is not None else f"PSU {i}"
+        item.reading = _num(ps.get("LastPowerOutputWatts")) or _num(ps.get("PowerOutputWatts"))
+        item.units = "W" if item.reading is not None else None
+        out.append(item)
+    return out
+
+
+def parse_old_thermal(thermal: dict) -> tuple[list[HealthItem], list[Temperature]]:
+    """``Chassis/{id}/Thermal`` Fans and Temperatures (the old schema)."""
+    fans = [_item(f, default_name=f"Fan {i}") for i, f in enumerate(thermal.get("Fans") or []) if isinstance(f, dict)]
+    temps = []
+    for i, t in enumerate(thermal.get("Temperatures") or []):
+        if not isinstance(t, dict):
+            continue
+        health, state = _health(t.get("Status"))
+        temps.append(
+            Temperature(
+                name=_s(t.get("Name")) or f"Temperature {i}",
+                health=health,
+                state=state,
+                reading=_num(t.get("ReadingCelsius")),
+                units="Cel",
+                upper_critical=_num(t.get("UpperThresholdCritical")),
+                upper_fatal=_num(t.get("UpperThresholdFatal")),
+            )
+        )
+    return fans, temps
+
+
+def parse_new_fan(fan: dict) -> HealthItem:
+    """``ThermalSubsystem/Fans/{id}`` (the new schema): SpeedPercent is an excerpt of a Sensor."""
+    item = _item(fan, default_name=str(fan.get("Id") or "fan"))
+    sp = fan.get("SpeedPercent") or {}
+    if isinstance(sp, dict):
+        if sp.get("Reading") is not None:
+            item.reading, item.units = _num(sp.get("Reading")), "%"
+        elif sp.get("SpeedRPM") is not None:
+            item.reading, item.units = _num(sp.get("SpeedRPM")), "RPM"
+    return item
+
+
+def parse_new_psu(psu: dict) -> HealthItem:
+    item = _item(psu, default_name=str(psu.get("Id") or "psu"))
+    return item
+
+
+def parse_sensor_temperature(sensor: dict) -> Temperature | None:
+    """A ``Sensors`` member, when it is a temperature."""
+    if sensor.get("ReadingType") != "Temperature" and sensor.get("ReadingUnits") not in ("Cel", "C"):
+        return None
+    health, state = _health(sensor.get("Status"))
+    th = sensor.get("Thresholds") or {}
+
+    def threshold(name: str) -> float | None:
+        v = th.get(name)
+        return _num(v.get("Reading")) if isinstance(v, dict) else None
+
+    return Temperature(
+        name=_s(sensor.get("Name")) or str(sensor.get("Id")),
+        health=health,
+        state=state,
+        reading=_num(sensor.get("Reading")),
+        units="Cel",
+        upper_critical=threshold("UpperCritical"),
+        upper_fatal=threshold("UpperFatal"),
+    )
+
+
+def parse_log_entry(entry: dict, log_uri: str) -> LogEntry:
+    return LogEntry(
+        id=str(entry.get("Id") or entry.get("@odata.id") or "?"),
+        log=log_uri,
+        created=parse_datetime(entry.get("Created")) or parse_datetime(entry.get("EventTimestamp")),
+        severity=_s(entry.get("Severity")),
+        message=_s(entry.get("Message")),
+        message_id=_s(entry.get("MessageId")),
+    )
+
+
+# ------------------------------------------------------------------ manager
+
+
+def parse_manager(manager: dict, *, now: dt.datetime | None = None) -> ManagerFacts:
+    when = parse_datetime(manager.get("DateTime"))
+    skew = None
+    if when is not None:
+        now = now or dt.datetime.now(dt.UTC)
+        skew = round((when - now).total_seconds(), 3)
+    health, _ = _health(manager.get("Status"))
+    return ManagerFacts(
+        id=_s(manager.get("Id")),
+        model=_s(manager.get("Model")),
+        firmware_version=_s(manager.get("FirmwareVersion")),
+        datetime=when,
+        clock_skew_seconds=skew,
+        health=health,
+    )

@@ -1,0 +1,136 @@
+"""Run one operation over many BMCs at once; results are data, never raised.
+
+    results = await run_many(targets, lambda bmc: bmc.power.state(), concurrency=200)
+    for r in results:
+        print(r.target, r.ok, r.value if r.ok else r.error)
+
+A failure on one BMC (timeout, refused login, TLS mismatch, a bug in a
+parser) is recorded in that BMC's :class:`TargetResult`; the sweep goes on.
+All BMCs share one :class:`FleetSession` (one aiohttp ``ClientSession``);
+``concurrency`` bounds the BMCs worked on at once and each BMC's own
+``max_in_flight`` bounds the requests to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fleetctl.errors import FleetError
+from fleetctl.interfaces.bmc import BMCTarget
+
+from .client import FleetSession
+from .driver import RedfishDriver
+
+
+@dataclass
+class TargetResult:
+    """The verdict for one BMC of a sweep.
+
+    Attributes:
+        target: the BMC's name.
+        ok: the operation returned.
+        value: what it returned (when ok).
+        error: a one-line reason (when not ok).
+        error_type: the exception's class name (``Timeout``, ``AuthError``, ...).
+        elapsed: seconds spent on this BMC, login and logout included.
+        fingerprint: the certificate pinned on first use during this sweep, for
+            the caller to record in the inventory (None when nothing new).
+        vendor: the quirk profile detected, when known.
+    """
+
+    target: str
+    ok: bool
+    value: Any = None
+    error: str | None = None
+    error_type: str | None = None
+    elapsed: float = 0.0
+    fingerprint: str | None = None
+    vendor: str | None = None
+
+
+ProgressFn = Callable[[int, int, TargetResult], Any]
+
+
+async def run_many(
+    targets: Iterable[BMCTarget],
+    operation: Callable[[RedfishDriver], Awaitable[Any]],
+    *,
+    concurrency: int = 200,
+    progress: ProgressFn | None = None,
+    per_target_timeout: float | None = None,
+    fleet: FleetSession | None = None,
+    **driver_kwargs: Any,
+) -> list[TargetResult]:
+    """Run ``operation(bmc)`` on every target; one :class:`TargetResult` each, in order.
+
+    Args:
+        targets: the BMCs.
+        operation: an async function of an opened :class:`RedfishDriver`.
+        concurrency: BMCs worked on at once.
+        progress: called as ``progress(done, total, result)`` after each BMC.
+        per_target_timeout: an overall bound per BMC (login to logout), seconds.
+        fleet: an open FleetSession to reuse; None opens one for this call.
+        driver_kwargs: passed to :class:`RedfishDriver`.
+    """
+    targets = list(targets)
+    total = len(targets)
+    results: list[TargetResult | None] = [None] * total
+    gate = asyncio.Semaphore(max(1, concurrency))
+    done = 0
+    own = fleet is None
+    fleet = fleet or FleetSession()
+    await fleet.open()
+
+    async def one(i: int, target: BMCTarget) -> None:
+        nonlocal done
+        async with gate:
+            t0 = time.perf_counter()
+            driver = RedfishDriver(target, fleet=fleet, **driver_kwargs)
+            result = TargetResult(target=target.name, ok=False)
+            try:
+                coro = _run_one(driver, operation)
+                value = await (asyncio.wait_for(coro, per_target_timeout) if per_target_timeout else coro)
+                result.ok, result.value = True, value
+            except FleetError as e:
+                result.error, result.error_type = str(e), type(e).__name__
+            except TimeoutError:
+                result.error = f"{target.name}: no result within {per_target_timeout:g} s"
+                result.error_type = "Timeout"
+            except Exception as e:  # a bug (a parser meeting new JSON): record it, keep sweeping
+                result.error = f"{target.name}: unexpected {type(e).__name__}: {e}"
+                result.error_type = type(e).__name__
+            result.elapsed = time.perf_counter() - t0
+            result.vendor = driver.vendor
+            if driver.fingerprint_first_seen:
+                result.fingerprint = driver.fingerprint
+            results[i] = result
+            done += 1
+            if progress is not None:
+                r = progress(done, total, result)
+                if asyncio.iscoroutine(r):
+                    await r
+
+    try:
+        await asyncio.gather(*(one(i, t) for i, t in enumerate(targets)))
+    finally:
+        if own:
+            await fleet.close()
+    return [r for r in results if r is not None]
+
+
+async def _run_one(driver: RedfishDriver, operation: Callable[[RedfishDriver], Awaitable[Any]]) -> Any:
+    async with driver:
+        return await operation(driver)
+
+
+def run_many_sync(
+    targets: Iterable[BMCTarget],
+    operation: Callable[[RedfishDriver], Awaitable[Any]],
+    **kwargs: Any,
+) -> list[TargetResult]:
+    """:func:`run_many` for synchronous callers (the CLI)."""
+    return asyncio.run(run_many(targets, operation, **kwargs))
