@@ -50,7 +50,10 @@ app.add_typer(db.app, name="db", help="The database: location and migrations.")
 def _fail(message: str, code: int) -> None:
     from fleetctl.cli.output import console
 
-    console(stderr=True).print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    # One line, always: a driver's message may span lines (psycopg adds a
+    # hint line), and a long path must not be wrapped at the console width.
+    message = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    console(stderr=True).print(f"[bold red]error:[/] {message}", markup=True, highlight=False, soft_wrap=True)
     sys.exit(code)
 
 
@@ -72,6 +75,13 @@ def main() -> None:
             raise
         from rich.markup import escape
 
+        if type(e).__module__.startswith("pydantic") and hasattr(e, "errors"):
+            # An option that fails the site-file schema (`server add --bmc ftp://x`):
+            # bad input, named by its field, not an internal error.
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            msg = str(first["msg"]).removeprefix("Value error, ")
+            _fail(escape(f"{where}: {msg}" if where else msg), 2)
         if type(e).__module__.startswith("sqlalchemy"):
             # The database itself failed (locked, gone, refused): not a bug of ours.
             orig = getattr(e, "orig", None) or e

@@ -138,6 +138,29 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
 
     now = utcnow()
     changed_servers = plan.of("server", "change")
+    # Unique values that move between devices in one import (two serials
+    # swapped to fix a label, a MAC moving to another server) would collide
+    # whichever row goes first: park them all before any row takes its new value.
+    for c in changed_servers:
+        park = {}
+        if "serial" in c.fields:
+            park["serial"] = f"~parked~{c.key}"
+        if {"bmc", "system_id"} & set(c.fields):
+            park["bmc_url"] = None
+        if park:
+            conn.execute(update(srv).where(srv.c.name == c.key).values(**park))
+    server_id_of = _ids(conn, srv, "name") if changed_servers else {}
+    for c in changed_servers:
+        if "nics" not in c.fields:
+            continue
+        sid = server_id_of[c.key]
+        old, new = dict(c.fields["nics"][0]), dict(c.fields["nics"][1])
+        gone = [n for n in old if n not in new]
+        if gone:
+            conn.execute(delete(nic_t).where(nic_t.c.server_id == sid, nic_t.c.name.in_(gone)))
+        moved = [n for n in new if n in old and old[n] != new[n]]
+        if moved:
+            conn.execute(update(nic_t).where(nic_t.c.server_id == sid, nic_t.c.name.in_(moved)).values(mac=None))
     for c in changed_servers:
         conn.execute(update(srv).where(srv.c.name == c.key).values(**server_values(c.key), updated_at=now))
     added = [c.key for c in plan.of("server", "add")]
@@ -158,13 +181,7 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
         if "nics" in c.fields:
             old = dict(c.fields["nics"][0])
             new = dict(c.fields["nics"][1])
-            gone = [n for n in old if n not in new]
-            if gone:
-                conn.execute(delete(nic_t).where(nic_t.c.server_id == sid, nic_t.c.name.in_(gone)))
-            # Clear changed MACs first so two NICs can swap addresses.
-            moved = [n for n in new if n in old and old[n] != new[n]]
-            if moved:
-                conn.execute(update(nic_t).where(nic_t.c.server_id == sid, nic_t.c.name.in_(moved)).values(mac=None))
+            moved = [n for n in new if n in old and old[n] != new[n]]  # parked above
             for n in moved:
                 conn.execute(update(nic_t).where(nic_t.c.server_id == sid, nic_t.c.name == n).values(mac=new[n]))
             nic_rows += [{"server_id": sid, "name": n, "mac": new[n]} for n in new if n not in old]
@@ -183,6 +200,14 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
             "rack_id": rack_ids[(s["site"], s["rack"])], "position": s["position"], "height": height,
         }  # fmt: skip
 
+    for c in plan.of("switch", "change"):
+        park = {}
+        if "serial" in c.fields:
+            park["serial"] = None
+        if "address" in c.fields:
+            park["mgmt_address"] = f"~parked~{c.key}"
+        if park:
+            conn.execute(update(sw).where(sw.c.name == c.key).values(**park))
     for c in plan.of("switch", "change"):
         conn.execute(update(sw).where(sw.c.name == c.key).values(**switch_values(c.key)))
     added_sw = [c.key for c in plan.of("switch", "add")]

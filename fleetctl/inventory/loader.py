@@ -206,11 +206,14 @@ def load_text(text: str, path: str) -> Source:
 
 
 def site_file_paths(path: Path) -> list[Path]:
-    """A file, or every ``*.yaml``/``*.yml`` file below a folder, sorted."""
+    """A file, or every ``*.yaml``/``*.yml``/``*.json`` file below a folder, sorted.
+
+    JSON is YAML to the parser, so `export --dir --output json` reads back.
+    """
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
         if not files:
-            raise InputError("no .yaml site files in this folder", location=str(path))
+            raise InputError("no .yaml or .json site files in this folder", location=str(path))
         return files
     if not path.exists():
         raise InputError("no such file or folder", location=str(path))

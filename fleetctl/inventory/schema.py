@@ -154,6 +154,9 @@ class ServerSpec(Strict):
         if v is None:
             return None
         parts = urlsplit(v)
+        if parts.username is not None or parts.password is not None:
+            # Never let a secret into the inventory through the URL.
+            raise ValueError("a BMC URL must not carry a user or password; use a credential reference")
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise ValueError(f"{v!r} is not an https:// (or explicit http://) BMC URL")
         return v.rstrip("/")

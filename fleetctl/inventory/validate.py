@@ -249,7 +249,10 @@ def check(desired: Desired) -> list[str]:
         else:
             table[value] = what
 
-    for site in desired.sites.values():
+    # Sites kept from the store first: when a file clashes with them, the
+    # problem is blamed on the file's line, which is what the operator edits.
+    ordered = sorted(desired.sites.values(), key=lambda s: s.name in desired.touched_sites)
+    for site in ordered:
         rack_names: set[str] = set()
         switch_ports: dict[str, set[str]] = {}
         server_nics: dict[str, set[str]] = {}
@@ -337,9 +340,9 @@ def _check_cabling(site, desired, switch_ports, server_nics, problems) -> None: 
     used_ports: dict[tuple[str, str], str] = {}
     used_nics: dict[tuple[str, str], str] = {}
 
-    def use_port(sw: str, port: str, where: tuple[str, str], who: str) -> None:
+    def use_port(sw: str, port: str, where: tuple[Any, Any], who: str, sw_where: tuple[Any, Any]) -> None:
         if sw not in switch_ports:
-            problems.add(where, f"no switch {sw!r} in site {site.name!r}")
+            problems.add(sw_where, f"no switch {sw!r} in site {site.name!r}")
         elif port not in switch_ports[sw]:
             problems.add(where, f"switch {sw!r} has no port {port!r}")
         elif (sw, port) in used_ports:
@@ -351,7 +354,7 @@ def _check_cabling(site, desired, switch_ports, server_nics, problems) -> None: 
         co = desired.origin(cable)
         if cable.server is not None:
             far = f"{cable.server}/{cable.nic}"
-            use_port(cable.switch, cable.port, co.at("port"), far)
+            use_port(cable.switch, cable.port, co.at("port"), far, co.at("switch"))
             if cable.server not in server_nics:
                 problems.add(co.at("server"), f"no server {cable.server!r} in site {site.name!r}")
             elif cable.nic not in server_nics[cable.server]:
@@ -361,5 +364,5 @@ def _check_cabling(site, desired, switch_ports, server_nics, problems) -> None: 
             else:
                 used_nics[(cable.server, cable.nic)] = f"{cable.switch}:{cable.port}"
         else:
-            use_port(cable.switch, cable.port, co.at("port"), f"{cable.peer}:{cable.peer_port}")
-            use_port(cable.peer, cable.peer_port, co.at("peer_port"), f"{cable.switch}:{cable.port}")
+            use_port(cable.switch, cable.port, co.at("port"), f"{cable.peer}:{cable.peer_port}", co.at("switch"))
+            use_port(cable.peer, cable.peer_port, co.at("peer_port"), f"{cable.switch}:{cable.port}", co.at("peer"))
