@@ -72,7 +72,7 @@ def main() -> None:
         broken = Path(tmp) / "site-tyo1.yaml"
         text = (inventory / "site-tyo1.yaml").read_text()
         # Put the second MN-Core server of rack-12 onto the first one's units.
-        broken.write_text(text.replace("position: 3\n      bmc: https://10.101.12.3", "position: 2\n      bmc: https://10.101.12.3", 1))
+        broken.write_text(text.replace("position: 3\n      bmc: https://mn-tyo1-r12-02-bmc", "position: 2\n      bmc: https://mn-tyo1-r12-02-bmc", 1))
         shutil.copy(inventory / "site-tyo1.yaml", Path(tmp) / "original.yaml")
         sh("inventory", "import", str(broken), env=env, expect=2)
     sh("server", "add", "mn-tyo1-r12-99", "--rack", "rack-12", "--position", "45", "--model", "mn-server-2",
@@ -80,7 +80,7 @@ def main() -> None:
 
     step("5. Edits go through the same checks, and the audit log records who and why")
     sh("server", "add", "mn-tyo1-r13-09", "--rack", "rack-13", "--position", "17", "--model", "mn-server-2",
-       "--serial", "MNS0101317", "--bmc", "https://10.101.13.17", "--credential", "env:BMC_TYO1",
+       "--serial", "MNS0101317", "--bmc", "https://mn-tyo1-r13-09-bmc.oob.tyo1.example", "--credential", "env:BMC_TYO1",
        "--nic", "eth0=02:fc:01:0d:11:01", "--tag", "mncore2", "--reason", "new node racked", env=env)  # fmt: skip
     sh("board", "set", "MN2B-01012010", "--state", "suspect", "--reason", "ECC errors seen", env=env)
     sh("events", "list", "--limit", "5", env=env)

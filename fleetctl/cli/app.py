@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli import board, db, events, inventory, rack, server, site, switch
+from fleetctl.cli import bios, board, boot, db, events, firmware, inventory, lab, media, power, rack, server, site, switch
 from fleetctl.cli import state as cli_state
 
 app = typer.Typer(
@@ -44,6 +44,12 @@ app.add_typer(board.app, name="board", help="Accelerator boards (MN-Core, GPU)."
 app.add_typer(switch.app, name="switch", help="Switches and their ports.")
 app.add_typer(inventory.app, name="inventory", help="Import and export site files; the Ansible inventory.")
 app.add_typer(events.app, name="events", help="The audit log.")
+app.add_typer(power.app, name="power", help="Power state and control through the BMCs.")
+app.add_typer(boot.app, name="boot", help="Boot override: PXE, CD, HDD, a UEFI target.")
+app.add_typer(media.app, name="media", help="Virtual media: insert and eject ISOs.")
+app.add_typer(bios.app, name="bios", help="BIOS attributes: read, stage, apply, verify.")
+app.add_typer(firmware.app, name="firmware", help="Firmware versions against the baseline.")
+app.add_typer(lab.app, name="lab", help="The lab: simulated BMCs for the inventory.")
 app.add_typer(db.app, name="db", help="The database: location and migrations.")
 
 
@@ -79,7 +85,9 @@ def main() -> None:
             # An option that fails the site-file schema (`server add --bmc ftp://x`):
             # bad input, named by its field, not an internal error.
             first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
+            loc = [str(p) for p in first["loc"]]
+            # A single field is an option the operator typed: name it as such.
+            where = f"--{loc[0].replace('_', '-')}" if len(loc) == 1 else ".".join(loc)
             msg = str(first["msg"]).removeprefix("Value error, ")
             _fail(escape(f"{where}: {msg}" if where else msg), 2)
         if type(e).__module__.startswith("sqlalchemy"):

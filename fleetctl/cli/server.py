@@ -163,3 +163,49 @@ def remove(
 
     plan = edit_site(site_name, mutate, action="server.remove", dry_run=dry_run, reason=reason)
     show_plan(plan, dry_run=dry_run)
+
+
+@app.command("inspect")
+def inspect(
+    targets: Annotated[list[str], typer.Argument(help="Servers, racks, sites, selectors (state=, tag=, model=) or all.")],
+    accept: Annotated[bool, typer.Option("--accept", help="Take the BMC's view where it disagrees with the inventory.")] = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Read each server's facts from its BMC into the inventory; report drift.
+
+    Boards found fill a server that declares none; MACs fill declared NICs
+    that have none. Where the BMC disagrees with what was declared, the drift
+    is reported (exit code 1) and the inventory keeps its data, unless --accept.
+    """
+    from fleetctl.cli.bmcrun import resolve, run_with_progress, tally
+    from fleetctl.cli.output import emit
+    from fleetctl.workflows.inspect import reconcile
+
+    servers = resolve(targets)
+
+    async def op(bmc):  # type: ignore[no-untyped-def]
+        return await bmc.inventory.facts()
+
+    outcomes = run_with_progress(servers, op, kind="inspect", targets=targets, args={"accept": accept}, output=output)
+    found = {r.server: r for r in reconcile({o.server: o.value for o in outcomes if o.ok}, accept=accept)}
+    rows = []
+    for o in outcomes:
+        r = found.get(o.server)
+        f = o.value if o.ok else None
+        rows.append({
+            "server": o.server, "ok": o.ok,
+            "serial": f.serial if f else None, "power": str(f.power_state or "") if f else None,
+            "boards": (f"{r.boards_found}/{r.boards_expected}" if r.boards_expected is not None else str(r.boards_found)) if r else None,
+            "drift": r.drift if r else [], "filled": r.filled if r else [], "accepted": r.accepted if r else [],
+            "error": o.error,
+        } | ({"facts": f.model_dump(mode="json")} if f and output != Format.table else {}))  # fmt: skip
+    if output == Format.table:
+        emit([{**r, "drift": "; ".join(r["drift"]) or ("" if not r["ok"] else "none"), "filled": ", ".join(r["filled"]),
+               "accepted": ", ".join(r["accepted"])} for r in rows], output,
+             columns=["server", "ok", "serial", "power", "boards", "drift", "filled", "accepted", "error"],
+             styles={"ok": lambda v: "green" if v else "bold red", "drift": lambda v: None if v in ("none", "") else "yellow"})  # fmt: skip
+        tally(outcomes, output)
+    else:
+        emit(rows, output)
+    if any(not o.ok for o in outcomes) or any(r["drift"] and not accept for r in rows):
+        raise typer.Exit(1)

@@ -303,7 +303,9 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
         conn.execute(
             insert(T[Event]).values(
                 at=utcnow(), actor=actor, action=action, object_kind="inventory",
-                object_name=",".join(sorted(_touched_sites(plan))) or "models",
+                # A small change names its objects; a big import names its sites.
+                object_name=(", ".join(f"{c.kind} {c.label}" for c in plan.changes) if len(plan.changes) <= 3
+                             else ",".join(sorted(_touched_sites(plan))) or "models"),
                 detail=json.dumps(detail, sort_keys=True), reason=reason,
             )  # fmt: skip
         )

@@ -72,7 +72,8 @@ def _server(site_no: int, site: str, rack_no: int, rack: str, model: dict[str, A
         "serial": f"{'MNS' if kind == 'mncore2' else 'GPS'}{site_no:02d}{rack_no:03d}{pos:02d}",
         "model": model["name"],
         "position": pos,
-        "bmc": f"https://10.{100 + site_no}.{rack_no}.{pos}",
+        # Names, not addresses: BMCs are reached through the OOB network's DNS.
+        "bmc": f"https://{name}-bmc.oob.{site}.example",
         "credential": f"env:BMC_{site.upper()}",
         "nics": [
             {"name": "bmc", "mac": _mac(site_no, rack_no, pos, 0)},

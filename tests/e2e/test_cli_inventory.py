@@ -133,7 +133,7 @@ def test_other_listings_and_shows(example_loaded, cli):
     server = js(cli, "server", "show", "mn-tyo1-r12-01")
     assert (
         server["rack"] == "rack-12"
-        and server["bmc"] == "https://10.101.12.1"
+        and server["bmc"] == "https://mn-tyo1-r12-01-bmc.oob.tyo1.example"
         and len(server["boards"]) == 4
     )
     assert {n["name"]: (n["switch"], n["port"]) for n in server["nics"]}["eth0"] == (

@@ -29,3 +29,8 @@ __all__ = [
     "run_many",
     "run_many_sync",
 ]
+
+# The entry point hands fleetctl the driver class; fleet-wide operations go
+# through its ``sweep`` (one shared HTTP session, per-BMC bounds, results as
+# data), so the core never imports this package by name.
+RedfishDriver.sweep = staticmethod(run_many)  # type: ignore[attr-defined]

@@ -1,0 +1,132 @@
+"""The lab seen from the inventory: specs for every server, and the overlay.
+
+`fleetctl lab up` starts one simulated BMC per server of the inventory. The
+inventory keeps the real BMC addresses (10.x in the example site); while a
+lab runs, :func:`overlay` tells the target resolver to reach each server's
+BMC at its lab address instead, logging in with the lab's own credential
+(a random password in a mode-0600 file of the lab's state folder). Nothing in
+the inventory is rewritten, so `lab down` leaves it as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from fleetctl.config import data_dir
+
+CREDENTIAL_FILE = "credential"
+
+# Which Redfish dialect a lab BMC speaks, by the hardware model's vendor.
+FLAVOUR_BY_VENDOR = {
+    "hpe": "hpe",
+    "hewlett packard enterprise": "hpe",
+    "dell": "dell",
+    "dell inc.": "dell",
+    "supermicro": "ami",
+    "gigabyte": "ami",
+    "preferred networks": "openbmc",
+}
+
+
+def lab_dir() -> Path:
+    return Path(os.environ.get("FLEETCTL_LAB_DIR") or data_dir() / "lab")
+
+
+def credential_ref(state_dir: Path | None = None) -> str:
+    return f"file:{(state_dir or lab_dir()) / CREDENTIAL_FILE}"
+
+
+def _write_credential(state_dir: Path) -> str:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    password = secrets.token_urlsafe(18)
+    path = state_dir / CREDENTIAL_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"admin\n{password}\n")
+    return password
+
+
+def specs_from_inventory(conn: Any, password: str, names: set[str] | None = None) -> list[Any]:
+    """One LabServerSpec per server: its serial, NICs, boards and firmware baseline."""
+    from fleetctl.inventory.queries import board_t, fb_t, hm_t, nic_t, srv_t
+    from fleetctl.lab.bmc.spec import LabBoard, LabNic, LabServerSpec
+
+    baseline: dict[int, dict[str, str]] = {}
+    for r in conn.execute(select(fb_t)):
+        baseline.setdefault(r.model_id, {})[r.component] = r.version
+    nics: dict[int, list[Any]] = {}
+    for r in conn.execute(select(nic_t)):
+        if r.mac:
+            nics.setdefault(r.server_id, []).append(LabNic(name=r.name, mac=r.mac))
+    boards: dict[int, list[Any]] = {}
+    for r in conn.execute(select(board_t)):
+        if r.server_id is None:
+            continue
+        boards.setdefault(r.server_id, []).append(
+            LabBoard(kind="gpu" if r.kind == "gpu" else "mncore2", serial=r.serial, slot=r.slot or 0,
+                     pci_address=r.pci_address or "", model=r.model or "", firmware=dict(r.firmware or {}))  # fmt: skip
+        )
+    specs = []
+    q = select(srv_t, hm_t.c.vendor, hm_t.c.model.label("product"), hm_t.c.power_idle_w, hm_t.c.power_peak_w).join(
+        hm_t, hm_t.c.id == srv_t.c.model_id
+    )
+    for r in conn.execute(q):
+        if names is not None and r.name not in names:
+            continue
+        fw = baseline.get(r.model_id, {})
+        specs.append(
+            LabServerSpec(
+                name=r.name, serial=r.serial, model=r.product, manufacturer=r.vendor,
+                system_id=r.bmc_system_id or "", username="admin", password=password,
+                nics=nics.get(r.id, []), boards=sorted(boards.get(r.id, []), key=lambda b: b.slot),
+                firmware={k: v for k, v in fw.items() if k in ("BMC", "BIOS")} or {"BMC": "1.0.0", "BIOS": "1.0"},
+                power_watts_idle=r.power_idle_w, power_watts_peak=r.power_peak_w,
+                flavour=FLAVOUR_BY_VENDOR.get((r.vendor or "").lower(), "generic"),
+            )  # fmt: skip
+        )
+    return specs
+
+
+def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = True, config: dict[str, Any] | None = None,
+       state_dir: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Start a lab BMC for every server of the inventory (or those named)."""
+    from fleetctl.errors import InputError
+    from fleetctl.lab.daemon import lab_up
+    from fleetctl.store import get_engine
+
+    sd = state_dir or lab_dir()
+    password = _write_credential(sd)
+    with get_engine(url).connect() as conn:
+        specs = specs_from_inventory(conn, password, names)
+    if not specs:
+        raise InputError("the inventory has no servers for the lab; import a site first (fleetctl inventory import)")
+    cfg = {"address_mode": "address", "tls": tls, **(config or {})}
+    return lab_up(specs, sd, config=cfg, timeout=300)
+
+
+def down(state_dir: Path | None = None) -> dict[str, Any]:
+    from fleetctl.lab.daemon import lab_down
+
+    return lab_down(state_dir or lab_dir())
+
+
+def status(state_dir: Path | None = None) -> dict[str, Any]:
+    from fleetctl.lab.daemon import lab_status
+
+    return lab_status(state_dir or lab_dir())
+
+
+def overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """{server name: {url, fingerprint}} of a running lab, or {}."""
+    sd = state_dir or lab_dir()
+    if not (sd / "lab.json").exists():
+        return {}
+    from fleetctl.lab.daemon import lab_status
+
+    st = lab_status(sd, probe=False)
+    return st.get("servers", {}) if st.get("running") else {}
