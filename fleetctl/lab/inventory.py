@@ -105,8 +105,21 @@ def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = Tru
         specs = specs_from_inventory(conn, password, names)
     if not specs:
         raise InputError("the inventory has no servers for the lab; import a site first (fleetctl inventory import)")
-    cfg = {"address_mode": "address", "tls": tls, **(config or {})}
-    return lab_up(specs, sd, config=cfg, timeout=300)
+    from fleetctl.errors import FleetError
+
+    # Each BMC gets its own loopback address on port 8443, like a real OOB
+    # network. Another lab (a second user, a test run) may hold a range:
+    # take the next /16 of 127.0.0.0/8 then.
+    last: FleetError | None = None
+    for second in range(10, 40):
+        cfg = {"address_mode": "address", "base_address": f"127.{second}.0.1", "tls": tls, **(config or {})}
+        try:
+            return lab_up(specs, sd, config=cfg, timeout=300)
+        except FleetError as e:
+            if "already in use" not in str(e) or "base_address" in (config or {}):
+                raise
+            last = e
+    raise last  # type: ignore[misc]
 
 
 def down(state_dir: Path | None = None) -> dict[str, Any]:

@@ -1,0 +1,178 @@
+"""The BMC commands end to end: the real CLI against lab BMCs over HTTPS.
+
+The lab runs as its own daemon (`fleetctl lab up`), the way an operator
+starts it; each test reads what the lab saw through its control endpoint, so
+"power on never cycles" and "nothing was changed" are checked on the BMC side.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from tests_helpers_bmc import counters, lab_doc  # noqa: F401  (path set in conftest)
+
+RACK12 = [f"mn-tyo1-r12-{i:02d}" for i in range(1, 17)] + ["gpu-tyo1-r12-17", "gpu-tyo1-r12-18", "gpu-tyo1-r12-19"]
+
+
+@pytest.fixture
+def lab(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
+    r = cli("lab", "up", "--power-transition", "0.2", *sum((["--server", n] for n in RACK12[:6] + RACK12[-1:]), []))
+    assert r.code == 0, r.err
+    yield lab_doc(tmp_path / "lab")
+    cli("lab", "down")
+
+
+def test_power_on_is_idempotent_and_never_cycles(lab, cli):  # type: ignore[no-untyped-def]
+    r = cli("power", "status", "mn-tyo1-r12-01", "mn-tyo1-r12-02", "--output", "json")
+    assert r.code == 0, r.err
+    assert {x["server"]: x["power"] for x in json.loads(r.out)} == {"mn-tyo1-r12-01": "off", "mn-tyo1-r12-02": "off"}
+    r = cli("power", "on", "mn-tyo1-r12-01", "--output", "json")
+    assert r.code == 0 and json.loads(r.out)[0]["action"] == "powered on"
+    import time
+
+    time.sleep(0.5)
+    r = cli("power", "on", "mn-tyo1-r12-01", "--output", "json")
+    assert r.code == 0 and json.loads(r.out)[0]["action"] == "already on"
+    c = counters(lab, "mn-tyo1-r12-01")
+    assert c["power_on"] == 1 and c["power_cycle"] == 0
+    assert counters(lab, "mn-tyo1-r12-02")["power_on"] == 0
+
+
+def test_dry_run_changes_nothing_on_the_bmc(lab, cli):  # type: ignore[no-untyped-def]
+    before = counters(lab, "mn-tyo1-r12-03")["requests"]
+    r = cli("power", "on", "mn-tyo1-r12-03", "--dry-run")
+    assert r.code == 0 and "would power on mn-tyo1-r12-03" in r.out
+    assert counters(lab, "mn-tyo1-r12-03")["requests"] == before
+
+
+def test_inspect_matches_pins_certificate_and_moves_to_inspected(lab, cli):  # type: ignore[no-untyped-def]
+    r = cli("server", "inspect", "mn-tyo1-r12-01", "gpu-tyo1-r12-19", "--output", "json")
+    assert r.code == 0, r.err + r.out
+    rows = {x["server"]: x for x in json.loads(r.out)}
+    assert rows["mn-tyo1-r12-01"]["drift"] == [] and rows["mn-tyo1-r12-01"]["boards"] == "4/4"
+    assert rows["gpu-tyo1-r12-19"]["boards"] == "8/8"
+    assert {b["serial"] for b in rows["gpu-tyo1-r12-19"]["facts"]["boards"]} == {f"1321010124{i}{s}" for i, s in [(1, k) for k in range(8)]}
+    show = json.loads(cli("server", "show", "mn-tyo1-r12-01", "--output", "json").out)
+    assert show["state"] == "inspected"
+    assert show["fingerprint"] == lab["servers"]["mn-tyo1-r12-01"]["fingerprint"].removeprefix("sha256:").replace(":", "").lower()
+
+
+def test_inspect_reports_drift_and_keeps_declared_data(lab, cli):  # type: ignore[no-untyped-def]
+    # The inventory now disagrees with the BMC: a board the BMC shows is not
+    # declared, the chassis serial differs, and a NIC's MAC differs.
+    assert cli("board", "remove", "MN2B-01012033").code == 0
+    assert cli("server", "set", "mn-tyo1-r12-02", "--serial", "WRONG-SERIAL", "--nic", "eth0=02:aa:bb:cc:dd:ee").code == 0
+    def declared() -> list[str]:
+        # The certificate pinned on first contact is the one legitimate change.
+        return [line for line in cli("inventory", "export").out.splitlines() if "fingerprint:" not in line]
+
+    before = declared()
+    r = cli("server", "inspect", "mn-tyo1-r12-02", "--output", "json")
+    assert r.code == 1
+    drift = json.loads(r.out)[0]["drift"]
+    assert any("serial: declared WRONG-SERIAL, BMC reports MNS0101203" in d for d in drift), drift
+    assert any("board MN2B-01012033: seen by the BMC, not declared" in d for d in drift), drift
+    assert any("NIC eth0: declared MAC 02:aa:bb:cc:dd:ee not seen" in d for d in drift), drift
+    assert declared() == before  # nothing overwritten
+    show = json.loads(cli("server", "show", "mn-tyo1-r12-02", "--output", "json").out)
+    assert show["state"] == "registered" and "inspection drift" in show["last_error"]
+    # --accept takes the BMC's view of boards and serial.
+    r = cli("server", "inspect", "mn-tyo1-r12-02", "--accept", "--output", "json")
+    assert r.code == 0, r.out
+    show = json.loads(cli("server", "show", "mn-tyo1-r12-02", "--output", "json").out)
+    assert show["serial"] == "MNS0101203" and len(show["boards"]) == 4 and show["state"] == "inspected"
+
+
+def test_inspect_fills_boards_of_a_server_that_declares_none(lab, cli):  # type: ignore[no-untyped-def]
+    for slot in range(4):
+        assert cli("board", "remove", f"MN2B-0101205{slot}").code == 0
+    r = cli("server", "inspect", "mn-tyo1-r12-03", "--output", "json")
+    assert r.code == 0, r.out
+    assert json.loads(r.out)[0]["filled"] == ["4 boards"]
+    boards = json.loads(cli("board", "list", "--server", "mn-tyo1-r12-03", "--output", "json").out)
+    assert sorted(b["serial"] for b in boards) == [f"MN2B-0101205{s}" for s in range(4)]
+    # Standard Redfish carries no PCI address (only HPE's OEM data does): kind and slot suffice.
+    assert all(b["kind"] == "mncore2" for b in boards) and sorted(b["slot"] for b in boards) == [0, 1, 2, 3]
+
+
+def test_one_failing_bmc_fails_alone_with_its_reason(lab, cli):  # type: ignore[no-untyped-def]
+    assert cli("lab", "fault", "mn-tyo1-r12-04", "--set", "error_rate=1").code == 0
+    r = cli("power", "status", "mn-tyo1-r12-04", "mn-tyo1-r12-05", "mn-tyo1-r12-06", "--output", "json")
+    assert r.code == 1
+    rows = {x["server"]: x for x in json.loads(r.out)}
+    assert not rows["mn-tyo1-r12-04"]["ok"] and "HTTP 500" in rows["mn-tyo1-r12-04"]["error"]
+    assert rows["mn-tyo1-r12-05"]["ok"] and rows["mn-tyo1-r12-06"]["ok"]
+    events = json.loads(cli("events", "list", "--output", "json").out)
+    assert events  # the import at least
+    assert cli("lab", "fault", "mn-tyo1-r12-04", "--clear").code == 0
+    assert cli("power", "status", "mn-tyo1-r12-04").code == 0
+
+
+def test_a_changed_certificate_is_refused_naming_both_fingerprints(lab, cli, db_url):  # type: ignore[no-untyped-def]
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(db_url)
+    with engine.begin() as c:
+        c.execute(text("UPDATE server SET bmc_fingerprint = :fp WHERE name = 'mn-tyo1-r12-05'"), {"fp": "ab" * 32})
+    engine.dispose()
+    r = cli("power", "status", "mn-tyo1-r12-05", "--output", "json")
+    assert r.code == 1
+    err = json.loads(r.out)[0]["error"]
+    real = lab["servers"]["mn-tyo1-r12-05"]["fingerprint"].removeprefix("sha256:").replace(":", "").upper()
+    assert "AB:AB" in err.upper().replace(" ", "") or "ABAB" in err.upper()
+    assert real[:8] in err.upper().replace(":", "")
+
+
+def test_bios_stage_apply_verify_and_boot_media(lab, cli):  # type: ignore[no-untyped-def]
+    r = cli("bios", "set", "mn-tyo1-r12-06", "--set", "ProcTurboMode=Disabled", "--dry-run", "--output", "json")
+    assert r.code == 0 and "ProcTurboMode" in json.loads(r.out)[0]["would_change"]
+    r = cli("bios", "set", "mn-tyo1-r12-06", "--set", "ProcTurboMode=Disabled", "--apply", "--output", "json")
+    assert r.code == 0, r.out
+    assert json.loads(r.out)[0]["verified"] == "yes"
+    r = cli("bios", "show", "mn-tyo1-r12-06", "-a", "ProcTurboMode", "--output", "json")
+    assert json.loads(json.loads(r.out)[0]["attributes"]) == {"ProcTurboMode": "Disabled"}
+    r = cli("boot", "set", "mn-tyo1-r12-06", "--device", "pxe", "--output", "json")
+    assert r.code == 0 and json.loads(r.out)[0]["device"] == "pxe"
+    r = cli("media", "insert", "mn-tyo1-r12-06", "--image", "http://127.0.0.1:9/install.iso", "--output", "json")
+    assert r.code == 0 and json.loads(r.out)[0]["image"] == "http://127.0.0.1:9/install.iso"
+    r = cli("media", "eject", "mn-tyo1-r12-06", "--output", "json")
+    assert r.code == 0 and json.loads(r.out)[0]["inserted"] is False
+
+
+def test_firmware_list_compares_with_the_baseline(lab, cli):  # type: ignore[no-untyped-def]
+    r = cli("firmware", "list", "mn-tyo1-r12-01", "--output", "json")
+    assert r.code == 0, r.out
+    rows = json.loads(r.out)
+    assert {x["component"]: x["status"] for x in rows if x["baseline"]} == {
+        "BMC": "ok", "BIOS": "ok", **{f"mncore2_slot{i}_mncore2-board": "ok" for i in range(4)}
+    }
+
+
+def test_targets_and_bad_usage(lab, cli):  # type: ignore[no-untyped-def]
+    r = cli("power", "status", "no-such-thing")
+    assert r.code == 2 and "no server, rack or site named 'no-such-thing'" in r.err
+    r = cli("power", "status", "color=blue")
+    assert r.code == 2 and "unknown selector" in r.err
+    r = cli("boot", "set", "mn-tyo1-r12-01", "--device", "uefi")
+    assert r.code == 2 and "--uefi-target" in r.err
+    # A server without a lab BMC is reported unreachable-by-credential, not contacted.
+    r = cli("power", "status", "mn-tyo1-r12-01", "state=registered", "--output", "json")
+    rows = {x["server"]: x for x in json.loads(r.out)}
+    assert rows["mn-tyo1-r12-01"]["ok"]
+    assert not rows["mn-tyo1-r12-10"]["ok"] and "BMC_TYO1" in rows["mn-tyo1-r12-10"]["error"]
+
+
+def test_in_service_servers_are_protected(lab, cli, db_url):  # type: ignore[no-untyped-def]
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(db_url)
+    with engine.begin() as c:
+        c.execute(text("UPDATE server SET state = 'in-service' WHERE name = 'mn-tyo1-r12-01'"))
+    engine.dispose()
+    r = cli("power", "off", "mn-tyo1-r12-01")
+    assert r.code == 2 and "in service" in r.err and "--allow-in-service" in r.err
+    assert counters(lab, "mn-tyo1-r12-01")["power_off"] == 0
