@@ -85,11 +85,29 @@ def main() -> None:
     sh("board", "set", "MN2B-01012010", "--state", "suspect", "--reason", "ECC errors seen", env=env)
     sh("events", "list", "--limit", "5", env=env)
 
-    step("6. Export: the same site files back, byte for byte")
+    step("6. The lab: one simulated BMC per server (HTTPS, its own certificate each)")
+    env["FLEETCTL_LAB_DIR"] = str(demo_dir / "lab")
+    subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
+    try:
+        sh("lab", "up", "--power-transition", "1", env=env)
+        sh("server", "inspect", "rack-12", env=env)
+        sh("power", "on", "rack-12", env=env, tail=5)
+        sh("power", "on", "mn-tyo1-r12-01", env=env)
+        sh("firmware", "list", "gpu-tyo1-r12-17", env=env, tail=6)
+        sh("bios", "set", "mn-tyo1-r12-01", "--set", "ProcTurboMode=Disabled", "--apply", env=env)
+        print("\nA BMC starts failing, a board goes missing from the inventory; the sweep goes on:")
+        sh("lab", "fault", "mn-tyo1-r12-05", "--set", "error_rate=1", env=env)
+        sh("board", "remove", "MN2B-01012071", "--reason", "demo: pretend the record was lost", env=env, tail=1)
+        sh("server", "inspect", "mn-tyo1-r12-04", "mn-tyo1-r12-05", "mn-tyo1-r12-06", env=env, expect=1)
+        sh("server", "list", "--rack", "rack-12", "--state", "inspected", env=env, tail=4)
+    finally:
+        subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
+
+    step("7. Export: the same site files back, byte for byte")
     first = sh("inventory", "export", "--output", "json", env=env, tail=0)
     print(f"({len(first.splitlines())} lines of JSON)")
 
-    step("7. Ansible sees the fleet grouped by site, rack, role, state and accelerator")
+    step("8. Ansible sees the fleet grouped by site, rack, role, state and accelerator")
     ansible_inventory = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or shutil.which("ansible-inventory")
     script = inventory / "fleetctl.py"
     if ansible_inventory and script.exists():

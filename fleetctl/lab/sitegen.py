@@ -28,7 +28,7 @@ MODELS: list[dict[str, Any]] = [
         "name": "gpu-8x-a100", "kind": "server", "vendor": "Supermicro", "model": "AS-4124GO-NART",
         "height": 4, "power": {"idle": 1200, "peak": 6500}, "boards": {"kind": "gpu", "count": 8},
         "bios_profile": "gpu-default",
-        "firmware": {"BMC": "01.01.10", "BIOS": "2.7", "gpu-vbios": "92.00.45.00.03"},
+        "firmware": {"BMC": "01.01.10", "BIOS": "2.7", "vbios": "92.00.45.00.03"},
     },
     {
         "name": "sn2700", "kind": "switch", "vendor": "NVIDIA", "model": "SN2700 (SONiC)", "height": 1,
