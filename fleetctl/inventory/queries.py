@@ -13,34 +13,23 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from fleetctl.errors import InputError, NotFound
-from fleetctl.inventory.snapshot import natural_key
-from fleetctl.models import (
-    AcceleratorBoard,
-    Event,
-    FirmwareBaseline,
-    HardwareModel,
-    Link,
-    Nic,
-    Rack,
-    Server,
-    ServerTag,
-    Site,
-    Switch,
-    SwitchPort,
-)
+from fleetctl.inventory.naming import natural_key
+from fleetctl.store import tables as T
 
-srv_t = Server.__table__  # type: ignore[attr-defined]
-rack_t = Rack.__table__  # type: ignore[attr-defined]
-site_t = Site.__table__  # type: ignore[attr-defined]
-hm_t = HardwareModel.__table__  # type: ignore[attr-defined]
-tag_t = ServerTag.__table__  # type: ignore[attr-defined]
-board_t = AcceleratorBoard.__table__  # type: ignore[attr-defined]
-nic_t = Nic.__table__  # type: ignore[attr-defined]
-sw_t = Switch.__table__  # type: ignore[attr-defined]
-port_t = SwitchPort.__table__  # type: ignore[attr-defined]
-link_t = Link.__table__  # type: ignore[attr-defined]
-fb_t = FirmwareBaseline.__table__  # type: ignore[attr-defined]
-event_t = Event.__table__  # type: ignore[attr-defined]
+# Light Core tables (generated from the models): the read path never imports
+# SQLModel, pydantic or the ORM, which would cost it more than its query.
+srv_t = T.server
+rack_t = T.rack
+site_t = T.site
+hm_t = T.hardware_model
+tag_t = T.server_tag
+board_t = T.accelerator_board
+nic_t = T.nic
+sw_t = T.switch
+port_t = T.switch_port
+link_t = T.link
+fb_t = T.firmware_baseline
+event_t = T.event
 
 
 def resolve_rack(conn: Connection, ref: str) -> Any:

@@ -10,13 +10,13 @@ on the way in.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from fleetctl.inventory.naming import natural_key
 from fleetctl.inventory.schema import (
     BoardSpec,
     BoardsSpec,
@@ -43,14 +43,6 @@ from fleetctl.models import (
     Switch,
     SwitchPort,
 )
-
-_DIGITS = re.compile(r"(\d+)")
-
-
-def natural_key(value: str) -> tuple[Any, ...]:
-    """Sort ``Ethernet2`` before ``Ethernet10`` and ``rack-9`` before ``rack-12``."""
-    return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(value))
-
 
 def _t(model: Any) -> Any:
     return model.__table__

@@ -191,6 +191,10 @@ class FleetSession:
             ttl_dns_cache=300,
             ssl=self.ssl_context,
             enable_cleanup_closed=False,
+            # A sweep never returns to a BMC it finished, and Python's TLS
+            # transport holds a 256 KiB buffer per connection: idle ones are
+            # closed quickly (bench/bmc.py, 1,000 BMCs: peak RSS 683 MB -> 294 MB).
+            keepalive_timeout=2,
         )
         # json_serialize is unused (we send bytes); skip aiohttp's cookie jar work
         self.http = aiohttp.ClientSession(
@@ -289,7 +293,8 @@ class RedfishClient:
         try:
             if self._session_uri and self._token:
                 try:
-                    await self._request("DELETE", self._session_uri, retries=0, relogin=False)
+                    # The last request to this BMC: let the connection go with it.
+                    await self._request("DELETE", self._session_uri, retries=0, relogin=False, headers={"Connection": "close"})
                 except DriverError as e:  # logout is best effort: the session times out anyway
                     log.debug("%s: logout failed: %s", self.target.name, e)
         finally:

@@ -1,0 +1,199 @@
+"""The schema as light Core tables for the read path. GENERATED: do not edit.
+
+Regenerate with: python -m fleetctl.store.gentables > fleetctl/store/tables.py
+"""
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, column, table
+
+__all__ = [
+    "accelerator_board",
+    "event",
+    "firmware_baseline",
+    "hardware_model",
+    "job",
+    "job_step",
+    "link",
+    "nic",
+    "rack",
+    "rack_unit",
+    "server",
+    "server_tag",
+    "site",
+    "switch",
+    "switch_port",
+]
+
+accelerator_board = table(
+    "accelerator_board",
+    column("id", Integer()),
+    column("kind", String()),
+    column("serial", String()),
+    column("server_id", Integer()),
+    column("slot", Integer()),
+    column("pci_address", String()),
+    column("model", String()),
+    column("firmware", JSON()),
+    column("state", String()),
+)
+
+event = table(
+    "event",
+    column("id", Integer()),
+    column("at", DateTime(timezone=True)),
+    column("actor", String()),
+    column("action", String()),
+    column("object_kind", String()),
+    column("object_name", String()),
+    column("detail", String()),
+    column("reason", String()),
+)
+
+firmware_baseline = table(
+    "firmware_baseline",
+    column("id", Integer()),
+    column("model_id", Integer()),
+    column("component", String()),
+    column("version", String()),
+)
+
+hardware_model = table(
+    "hardware_model",
+    column("id", Integer()),
+    column("name", String()),
+    column("kind", String()),
+    column("vendor", String()),
+    column("model", String()),
+    column("height", Integer()),
+    column("power_idle_w", Integer()),
+    column("power_peak_w", Integer()),
+    column("board_kind", String()),
+    column("board_count", Integer()),
+    column("bios_profile", String()),
+    column("ports", String()),
+)
+
+job = table(
+    "job",
+    column("id", Integer()),
+    column("kind", String()),
+    column("target", String()),
+    column("state", String()),
+    column("actor", String()),
+    column("args", JSON()),
+    column("created_at", DateTime(timezone=True)),
+    column("finished_at", DateTime(timezone=True)),
+    column("error", String()),
+)
+
+job_step = table(
+    "job_step",
+    column("id", Integer()),
+    column("job_id", Integer()),
+    column("server_id", Integer()),
+    column("name", String()),
+    column("state", String()),
+    column("attempt", Integer()),
+    column("started_at", DateTime(timezone=True)),
+    column("finished_at", DateTime(timezone=True)),
+    column("output", String()),
+    column("error", String()),
+)
+
+link = table(
+    "link",
+    column("id", Integer()),
+    column("port_id", Integer()),
+    column("nic_id", Integer()),
+    column("peer_port_id", Integer()),
+    column("mode", String()),
+    column("vlans", String()),
+)
+
+nic = table(
+    "nic",
+    column("id", Integer()),
+    column("server_id", Integer()),
+    column("name", String()),
+    column("mac", String()),
+)
+
+rack = table(
+    "rack",
+    column("id", Integer()),
+    column("site_id", Integer()),
+    column("name", String()),
+    column("row", String()),
+    column("position", Integer()),
+    column("height", Integer()),
+    column("power_budget_w", Integer()),
+)
+
+rack_unit = table(
+    "rack_unit",
+    column("rack_id", Integer()),
+    column("unit", Integer()),
+    column("server_id", Integer()),
+    column("switch_id", Integer()),
+)
+
+server = table(
+    "server",
+    column("id", Integer()),
+    column("name", String()),
+    column("serial", String()),
+    column("model_id", Integer()),
+    column("rack_id", Integer()),
+    column("position", Integer()),
+    column("height", Integer()),
+    column("bmc_url", String()),
+    column("bmc_system_id", String()),
+    column("credential", String()),
+    column("bmc_fingerprint", String()),
+    column("state", String()),
+    column("target_state", String()),
+    column("last_error", String()),
+    column("reservation", String()),
+    column("reserved_at", DateTime(timezone=True)),
+    column("reserved_for", String()),
+    column("created_at", DateTime(timezone=True)),
+    column("updated_at", DateTime(timezone=True)),
+)
+
+server_tag = table(
+    "server_tag",
+    column("server_id", Integer()),
+    column("tag", String()),
+)
+
+site = table(
+    "site",
+    column("id", Integer()),
+    column("name", String()),
+    column("description", String()),
+)
+
+switch = table(
+    "switch",
+    column("id", Integer()),
+    column("name", String()),
+    column("serial", String()),
+    column("model_id", Integer()),
+    column("platform", String()),
+    column("role", String()),
+    column("mgmt_address", String()),
+    column("credential", String()),
+    column("rack_id", Integer()),
+    column("position", Integer()),
+    column("height", Integer()),
+)
+
+switch_port = table(
+    "switch_port",
+    column("id", Integer()),
+    column("switch_id", Integer()),
+    column("name", String()),
+    column("description", String()),
+)
+
+# Keep the imports used whatever the schema holds.
+_TYPES = (JSON, Boolean, DateTime, Float, Integer, String)
