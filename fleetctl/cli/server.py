@@ -209,3 +209,75 @@ def inspect(
         emit(rows, output)
     if any(not o.ok for o in outcomes) or any(r["drift"] and not accept for r in rows):
         raise typer.Exit(1)
+
+
+@app.command("health")
+def health(
+    targets: Annotated[list[str], typer.Argument(help="Servers, racks, sites, selectors (state=, tag=, model=) or all.")],
+    logs: Annotated[bool, typer.Option("--logs", help="Also read BMC log entries newer than the last health check.")] = False,
+    max_skew: Annotated[float, typer.Option(help="Flag a BMC clock off by more than this many seconds.")] = 30.0,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Read system and chassis health, PSUs, fans, temperatures, the BMC's firmware and clock.
+
+    Exit code 1 when any server has a problem or could not be read.
+    """
+    import json as _json
+
+    from sqlalchemy import select
+
+    from fleetctl.cli.bmcrun import resolve, run_with_progress, tally
+    from fleetctl.cli.output import emit
+    from fleetctl.store import get_engine
+    from fleetctl.store import tables as T
+
+    servers = resolve(targets)
+    # The log cursor of each server: the newest entry seen by its last health run.
+    cursors: dict[str, str | None] = {}
+    if logs:
+        with get_engine().connect() as c:
+            q = (
+                select(T.server.c.name, T.job_step.c.output)
+                .join(T.job_step, T.job_step.c.server_id == T.server.c.id)
+                .where(T.job_step.c.name == "health", T.job_step.c.state == "succeeded")
+                .order_by(T.job_step.c.id)
+            )
+            for r in c.execute(q):
+                try:
+                    cursors[r.name] = _json.loads(r.output or "{}").get("log_cursor") or cursors.get(r.name)
+                except ValueError:
+                    pass
+
+    async def op(bmc):  # type: ignore[no-untyped-def]
+        report = await bmc.health.report()
+        manager = await bmc.manager.facts()
+        out = {"report": report.model_dump(mode="json"), "problems": report.problems,
+               "bmc_firmware": manager.firmware_version, "clock_skew_s": manager.clock_skew_seconds}  # fmt: skip
+        if manager.clock_skew_seconds is not None and abs(manager.clock_skew_seconds) > max_skew:
+            out["problems"] = [*out["problems"], f"BMC clock off by {manager.clock_skew_seconds:+.0f} s"]
+        if logs:
+            entries, cursor = await bmc.health.log_entries(since=cursors.get(bmc.target.name))
+            out["log_cursor"] = cursor
+            out["new_log_entries"] = [e.model_dump(mode="json") for e in entries]
+        return out
+
+    outcomes = run_with_progress(servers, op, kind="health", targets=targets, args={"logs": logs}, output=output)
+    rows = []
+    for o in outcomes:
+        v = o.value or {}
+        rows.append({
+            "server": o.server, "ok": o.ok and not v.get("problems"),
+            "problems": v.get("problems", []), "bmc_firmware": v.get("bmc_firmware"),
+            "clock_skew_s": round(v["clock_skew_s"], 1) if v.get("clock_skew_s") is not None else None,
+            "new_log_entries": len(v.get("new_log_entries", [])) if logs else None,
+            "error": o.error,
+        } | ({"report": v.get("report"), "log_entries": v.get("new_log_entries")} if output != Format.table else {}))  # fmt: skip
+    if output == Format.table:
+        emit([{**r, "problems": "; ".join(r["problems"]) or ("none" if r["error"] is None else "")} for r in rows], output,
+             columns=["server", "ok", "problems", "bmc_firmware", "clock_skew_s"] + (["new_log_entries"] if logs else []) + ["error"],
+             styles={"ok": lambda v: "green" if v else "bold red"})  # fmt: skip
+        tally(outcomes, output)
+    else:
+        emit(rows, output)
+    if any(not r["ok"] for r in rows):
+        raise typer.Exit(1)

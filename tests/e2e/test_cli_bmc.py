@@ -176,3 +176,19 @@ def test_in_service_servers_are_protected(lab, cli, db_url):  # type: ignore[no-
     r = cli("power", "off", "mn-tyo1-r12-01")
     assert r.code == 2 and "in service" in r.err and "--allow-in-service" in r.err
     assert counters(lab, "mn-tyo1-r12-01")["power_off"] == 0
+
+
+def test_health_reports_injected_faults_and_reads_logs_from_a_cursor(lab, cli):  # type: ignore[no-untyped-def]
+    r = cli("server", "health", "mn-tyo1-r12-01", "mn-tyo1-r12-02", "--output", "json")
+    assert r.code == 0, r.out
+    assert cli("lab", "fault", "mn-tyo1-r12-02", "--set", "psu_failed=true", "--set", "hot_sensor=Inlet", "--set", "clock_skew_s=300").code == 0
+    r = cli("server", "health", "mn-tyo1-r12-01", "mn-tyo1-r12-02", "--logs", "--output", "json")
+    assert r.code == 1
+    rows = {x["server"]: x for x in json.loads(r.out)}
+    assert rows["mn-tyo1-r12-01"]["ok"] and rows["mn-tyo1-r12-01"]["problems"] == []
+    problems = " ".join(rows["mn-tyo1-r12-02"]["problems"])
+    assert "psu" in problems and "Inlet" in problems and "clock off by +" in problems
+    first = rows["mn-tyo1-r12-02"]["new_log_entries"]
+    assert first > 0
+    again = {x["server"]: x for x in json.loads(cli("server", "health", "mn-tyo1-r12-02", "--logs", "--output", "json").out)}
+    assert again["mn-tyo1-r12-02"]["new_log_entries"] == 0  # the cursor moved past what was read
