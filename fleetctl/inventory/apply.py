@@ -197,6 +197,9 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
         return {
             "name": name, "serial": s["serial"], "model_id": model_ids[s["model"]], "platform": s["platform"],
             "role": s["role"], "mgmt_address": s["address"], "credential": s["credential"],
+            "snmp_version": s["snmp"]["version"] if s["snmp"] else None,
+            "snmp_credential": s["snmp"]["credential"] if s["snmp"] else None,
+            "snmp_port": s["snmp"]["port"] if s["snmp"] else None,
             "rack_id": rack_ids[(s["site"], s["rack"])], "position": s["position"], "height": height,
         }  # fmt: skip
 

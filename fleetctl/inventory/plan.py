@@ -102,6 +102,7 @@ def tables(
                 t["switch"][w.name] = {
                     "site": s.name, "rack": r.name, "model": w.model, "platform": w.platform, "role": w.role,
                     "address": w.address, "position": w.position, "serial": w.serial, "credential": w.credential,
+                    "snmp": w.snmp.model_dump() if w.snmp else None,
                 }  # fmt: skip
             if consume:
                 r.servers, r.switches = [], []

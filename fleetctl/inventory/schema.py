@@ -185,6 +185,23 @@ class ServerSpec(Strict):
         return digits
 
 
+class SnmpSpec(Strict):
+    """How to poll a switch over SNMP; the community or v3 keys live behind a reference.
+
+    v2c: the reference's password is the community. v3 (authPriv, SHA/AES):
+    its username is the v3 user and its password both the auth and priv key.
+    """
+
+    version: Literal["2c", "3"] = "2c"
+    credential: str
+    port: Annotated[int, Field(ge=1, le=65535)] = 161
+
+    @field_validator("credential")
+    @classmethod
+    def _cred(cls, v: str) -> str:
+        return ServerSpec._cred.__func__(cls, v)  # type: ignore[attr-defined]
+
+
 class SwitchSpec(Strict):
     name: Name
     model: Name
@@ -194,6 +211,7 @@ class SwitchSpec(Strict):
     position: Annotated[int, Field(ge=1)]
     serial: str | None = None
     credential: str | None = None
+    snmp: SnmpSpec | None = None
 
     @field_validator("address")
     @classmethod

@@ -28,6 +28,7 @@ from fleetctl.inventory.schema import (
     ServerSpec,
     SiteFile,
     SiteSpec,
+    SnmpSpec,
     SwitchSpec,
 )
 from fleetctl.models import (
@@ -152,6 +153,9 @@ def read_sites(conn: Connection, names: set[str] | None = None) -> list[SiteSpec
                 position=r.position,
                 serial=r.serial,
                 credential=r.credential,
+                snmp=SnmpSpec.model_construct(version=r.snmp_version, credential=r.snmp_credential, port=r.snmp_port)
+                if r.snmp_credential
+                else None,
             )
         )
 

@@ -103,13 +103,13 @@ def _rack(site_no: int, site: str, rack_no: int, layout: list[tuple[str, int]], 
     switches = [
         {"name": mgmt, "model": "dcs-7050sx3", "platform": "eos", "role": "management",
          "address": f"10.{200 + site_no}.{rack_no}.3", "position": height - 2, "serial": f"JPE{site_no:02d}{rack_no:03d}3",
-         "credential": "env:SWITCH"},
+         "credential": "env:SWITCH", "snmp": {"version": "2c", "credential": "env:SNMP_RO"}},
         {"name": leaf_a, "model": "sn2700", "platform": "sonic", "role": "leaf",
          "address": f"10.{200 + site_no}.{rack_no}.1", "position": height - 1, "serial": f"MT{site_no:02d}{rack_no:03d}1",
-         "credential": "env:SWITCH"},
+         "credential": "env:SWITCH", "snmp": {"version": "2c", "credential": "env:SNMP_RO"}},
         {"name": leaf_b, "model": "sn2700", "platform": "sonic", "role": "leaf",
          "address": f"10.{200 + site_no}.{rack_no}.2", "position": height, "serial": f"MT{site_no:02d}{rack_no:03d}2",
-         "credential": "env:SWITCH"},
+         "credential": "env:SWITCH", "snmp": {"version": "2c", "credential": "env:SNMP_RO"}},
     ]  # fmt: skip
     cabling = []
     for i, s in enumerate(servers):
@@ -136,7 +136,7 @@ def example() -> dict[str, Any]:
         "name": "rack-01", "row": "A", "position": 1, "height": 42, "power_budget": 6000,
         "switches": [
             {"name": s, "model": "sn2700", "platform": "sonic", "role": "spine", "address": f"10.201.1.{10 + i}",
-             "position": 20 + i, "serial": f"MT01SP{i}", "credential": "env:SWITCH"}
+             "position": 20 + i, "serial": f"MT01SP{i}", "credential": "env:SWITCH", "snmp": {"version": "2c", "credential": "env:SNMP_RO"}}
             for i, s in enumerate(spines)
         ],
     }  # fmt: skip
@@ -173,7 +173,7 @@ def fleet(servers: int, per_rack: int = 40, sites: int = 1) -> dict[str, Any]:
         racks: list[dict[str, Any]] = [{
             "name": "rack-net", "height": 42,
             "switches": [{"name": sp, "model": "sn2700", "platform": "sonic", "role": "spine",
-                          "address": f"10.{250 - s}.0.{2 * i + k + 1}", "position": 2 * i + k + 1, "credential": "env:SWITCH"}
+                          "address": f"10.{250 - s}.0.{2 * i + k + 1}", "position": 2 * i + k + 1, "credential": "env:SWITCH", "snmp": {"version": "2c", "credential": "env:SNMP_RO"}}
                          for i, pair in enumerate(spines) for k, sp in enumerate(pair)],
         }]  # fmt: skip
         cabling: list[dict[str, Any]] = []

@@ -21,6 +21,10 @@ class Switch(SQLModel, table=True):
     role: str
     mgmt_address: str = Field(unique=True)
     credential: str | None = None
+    # SNMP polling: version ('2c' or '3'), a credential reference, the UDP port.
+    snmp_version: str | None = None
+    snmp_credential: str | None = None
+    snmp_port: int | None = None
     rack_id: int = Field(foreign_key="rack.id", ondelete="RESTRICT", index=True)
     position: int
     height: int = 1

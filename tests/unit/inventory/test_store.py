@@ -9,6 +9,7 @@ from sqlalchemy import insert, inspect, select
 from sqlalchemy.exc import IntegrityError
 
 from fleetctl.models import RackUnit, Server
+from fleetctl.store import HEAD
 
 
 def test_a_fresh_sqlite_database_is_migrated_on_first_use(cli, tmp_path, monkeypatch):
@@ -18,9 +19,7 @@ def test_a_fresh_sqlite_database_is_migrated_on_first_use(cli, tmp_path, monkeyp
     assert r.code == 0, r.err
     assert r.out.strip() == "[]"
     with sqlite3.connect(db) as c:
-        assert c.execute("SELECT version_num FROM alembic_version").fetchone() == (
-            "0001",
-        )
+        assert c.execute("SELECT version_num FROM alembic_version").fetchone() == (HEAD,)
         tables = {
             row[0]
             for row in c.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -47,10 +46,10 @@ def test_sqlite_is_in_wal_mode(cli, tmp_path):
 def test_db_upgrade_and_info(db_url, cli):
     r = cli("db", "upgrade")
     assert r.code == 0, r.err
-    assert "schema at revision 0001 (head 0001)" in r.out
+    assert f"schema at revision {HEAD} (head {HEAD})" in r.out
     r = cli("db", "info")
     assert r.code == 0, r.err
-    assert "revision: 0001" in r.out
+    assert f"revision: {HEAD}" in r.out
     assert (
         "dialect: sqlite" if db_url.startswith("sqlite") else "dialect: postgresql"
     ) in r.out
