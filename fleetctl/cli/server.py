@@ -281,3 +281,33 @@ def health(
         emit(rows, output)
     if any(not r["ok"] for r in rows):
         raise typer.Exit(1)
+
+
+@app.command("set-state")
+def set_state(
+    name: str,
+    state: Annotated[str, typer.Argument(help="The lifecycle state to move to.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why: recorded in the audit log (required).")],
+    force: Annotated[bool, typer.Option("--force", help="Allow a move the transition table does not list.")] = False,
+) -> None:
+    """Move a server along its lifecycle by hand, with a reason."""
+    from fleetctl.inventory.service import actor
+    from fleetctl.lifecycle.machine import move
+    from fleetctl.store import write_transaction
+
+    with write_transaction() as conn:
+        old = move(conn, name, state, actor=actor(), reason=reason, force=force)
+    typer.echo(f"{name}: {old} -> {state}")
+
+
+@app.command("unlock")
+def unlock(
+    name: str,
+    force: Annotated[bool, typer.Option("--force", help="Break the lock even if its owner may still run.")] = False,
+) -> None:
+    """Recover a server's lock left by a worker that died."""
+    from fleetctl.lifecycle.locks import break_lock
+    from fleetctl.store import get_engine
+
+    old = break_lock(get_engine(), name, force=force)
+    typer.echo(f"{name}: lock of {old} broken" if old else f"{name} was not locked")
