@@ -42,7 +42,8 @@ class Secret:
     def __repr__(self) -> str:
         return "Secret('********')"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return "********"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Secret) and other._value == self._value

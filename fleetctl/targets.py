@@ -68,6 +68,25 @@ def resolve(conn: Any, targets: list[str]) -> list[ServerRef]:
     return [by_name[n] for n in seen if n in by_name]
 
 
+def _limits() -> dict[str, Any]:
+    """Per-request timeout and retries, from FLEETCTL_BMC_TIMEOUT / FLEETCTL_BMC_RETRIES.
+
+    The defaults (30 s, 2 retries) suit real BMCs, some of which take 20 s to
+    answer a reset; a sweep over known-dead BMCs may want less.
+    """
+    import os
+
+    out: dict[str, Any] = {}
+    for env, key, kind in (("FLEETCTL_BMC_TIMEOUT", "timeout", float), ("FLEETCTL_BMC_RETRIES", "retries", int)):
+        raw = os.environ.get(env)
+        if raw:
+            try:
+                out[key] = kind(raw)
+            except ValueError:
+                raise InputError(f"{env}={raw!r} is not a number") from None
+    return out
+
+
 def bmc_targets(servers: list[ServerRef], **kwargs: Any) -> tuple[list[Any], dict[str, str]]:
     """BMCTargets for the servers, and the servers that cannot be reached, with why.
 
@@ -85,9 +104,11 @@ def bmc_targets(servers: list[ServerRef], **kwargs: Any) -> tuple[list[Any], dic
     for s in servers:
         url, ref, pin, system_id = s.bmc_url, s.credential, s.fingerprint, s.system_id
         if s.name in lab:
-            # The lab BMC stands in for the real one: its address and the lab's
-            # credential; its certificate is pinned on first use like any BMC's.
+            # The lab BMC stands in for the real one: its address, the lab's
+            # credential and the lab's certificate. Nothing of the lab is pinned
+            # into the inventory, which keeps the real BMC's pin (or none).
             url, ref = lab[s.name]["url"], credential_ref()
+            pin = lab[s.name].get("fingerprint") or None
             system_id = lab[s.name].get("system_id") or system_id
         if not url:
             unreachable[s.name] = "no BMC URL in the inventory"
@@ -106,6 +127,6 @@ def bmc_targets(servers: list[ServerRef], **kwargs: Any) -> tuple[list[Any], dic
             continue
         targets.append(
             BMCTarget(name=s.name, url=url, username=cred.username, password=cred.password, system_id=system_id,
-                      fingerprint=pin, trust_on_first_use=pin is None, **kwargs)  # fmt: skip
+                      fingerprint=pin, trust_on_first_use=pin is None, **{**_limits(), **kwargs})  # fmt: skip
         )
     return targets, unreachable

@@ -50,7 +50,7 @@ def set_(
     from fleetctl.interfaces.bmc import BootDevice
 
     if (device == Device.uefi) != (uefi_target is not None):
-        raise InputError("--uefi-target goes with --device uefi, and --device uefi needs it", field="--uefi-target")
+        raise InputError("goes with --device uefi, and --device uefi needs it", field="--uefi-target")
     wanted = {Device.pxe: BootDevice.PXE, Device.cd: BootDevice.CD, Device.hdd: BootDevice.HDD,
               Device.uefi: BootDevice.UEFI_TARGET, Device.bios: BootDevice.BIOS_SETUP, Device.none: BootDevice.NONE}[device]  # fmt: skip
     servers = resolve(targets)

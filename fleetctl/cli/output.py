@@ -23,7 +23,8 @@ def console(stderr: bool = False):  # type: ignore[no-untyped-def]
     stream = sys.stderr if stderr else sys.stdout
     # Piped into a file or another program, a table is not cut to 80 columns.
     width = None if stream.isatty() else 240
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+    # emoji=False: a fingerprint like ...:CD:... must not become a CD emoji.
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width, emoji=False)
 
 
 def _cell(value: Any) -> str:

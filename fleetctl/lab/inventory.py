@@ -100,6 +100,14 @@ def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = Tru
     from fleetctl.store import get_engine
 
     sd = state_dir or lab_dir()
+    from fleetctl.errors import FleetError as _FleetError
+    from fleetctl.lab.daemon import lab_status
+
+    st = lab_status(sd, probe=False)
+    if st.get("running"):
+        # Before anything is written: a second `lab up` must not change the
+        # credential of the lab that runs.
+        raise _FleetError(f"a lab is already running from {sd} (pid {st.get('pid')}); run `fleetctl lab down` first")
     password = _write_credential(sd)
     with get_engine(url).connect() as conn:
         specs = specs_from_inventory(conn, password, names)

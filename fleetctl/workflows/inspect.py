@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 
 
 @dataclass
@@ -42,7 +42,7 @@ def compare(declared: Any, model: Any, facts: Any) -> tuple[Reconciled, dict[str
     set, or None) and ``macs`` ({nic: mac} to fill), ``serial`` (to accept).
     """
     r = Reconciled(declared.name)
-    edits: dict[str, Any] = {"boards": None, "macs": {}, "serial": None}
+    edits: dict[str, Any] = {"boards": None, "macs": {}, "serial": None, "accept_macs": {}}
     if facts.serial and facts.serial.strip() and facts.serial.strip() != declared.serial:
         r.drift.append(f"serial: declared {declared.serial}, BMC reports {facts.serial.strip()}")
         edits["serial"] = facts.serial.strip()
@@ -53,9 +53,12 @@ def compare(declared: Any, model: Any, facts: Any) -> tuple[Reconciled, dict[str
         r.boards_expected = model.boards.count
         if len(found) != model.boards.count:
             r.drift.append(f"model {model.name} holds {model.boards.count} {model.boards.kind} boards, the BMC shows {len(found)}")
+    # Standard Redfish carries no PCI address; keep the declared one of the
+    # same board rather than erase it.
+    declared_pci = {b.serial: b.pci for b in declared.boards}
     found_specs = [
         {"serial": b.serial or f"UNKNOWN-{declared.name}-{i}", "slot": _slot(b.slot, i), "kind": b.kind,
-         "pci": b.pci_address, "model": b.model, "firmware": dict(b.firmware)}  # fmt: skip
+         "pci": b.pci_address or declared_pci.get(b.serial or ""), "model": b.model, "firmware": dict(b.firmware)}  # fmt: skip
         for i, b in enumerate(found)
     ]
     declared_serials = {b.serial for b in declared.boards}
@@ -76,6 +79,8 @@ def compare(declared: Any, model: Any, facts: Any) -> tuple[Reconciled, dict[str
     for nic in declared.nics:
         if nic.mac and nic.mac not in seen:
             r.drift.append(f"NIC {nic.name}: declared MAC {nic.mac} not seen by the BMC")
+            if nic.name in by_name:
+                edits["accept_macs"][nic.name] = by_name[nic.name]
         elif not nic.mac and nic.name in by_name:
             edits["macs"][nic.name] = by_name[nic.name]
             r.filled.append(f"MAC of {nic.name}")
@@ -87,6 +92,7 @@ def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str
     from fleetctl.inventory import edits as inv_edits
     from fleetctl.inventory.schema import BoardSpec
     from fleetctl.inventory.service import actor, edit_site, export_inventory
+    from fleetctl.lifecycle.machine import move
     from fleetctl.models import Event, Server
     from fleetctl.models.base import utcnow
     from fleetctl.store import write_transaction
@@ -118,11 +124,14 @@ def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str
                 for nic in spec.nics:
                     if nic.name in ed["macs"]:
                         nic.mac = ed["macs"][nic.name]
+                    elif accept and nic.name in ed["accept_macs"]:
+                        nic.mac = ed["accept_macs"][nic.name]
+                        res.accepted.append(f"MAC of {nic.name}")
                 if accept and ed["serial"]:
                     spec.serial = ed["serial"]
                     res.accepted.append(f"serial {ed['serial']}")
 
-        if any(p["boards"] is not None or p["macs"] or (accept and p["serial"]) for p in plans.values()):
+        if any(p["boards"] is not None or p["macs"] or (accept and (p["serial"] or p["accept_macs"])) for p in plans.values()):
             edit_site(site, mutate, action="server.inspect", reason="filled from the BMC" + (" (drift accepted)" if accept else ""), url=url)
 
     srv_t, ev_t = Server.__table__, Event.__table__  # type: ignore[attr-defined]
@@ -130,12 +139,13 @@ def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str
         for name, res in results.items():
             clean = not res.drift or accept
             if clean:
-                moved = conn.execute(
-                    update(srv_t).where(srv_t.c.name == name, srv_t.c.state == "registered").values(state="inspected", updated_at=utcnow())
-                ).rowcount
-                if moved:
-                    conn.execute(insert(ev_t).values(at=utcnow(), actor=actor(), action="server.state", object_kind="server",
-                                                     object_name=name, detail="registered -> inspected", reason="inspection matched the inventory"))  # fmt: skip
+                state = conn.execute(select(srv_t.c.state).where(srv_t.c.name == name)).scalar()
+                why = "inspection matched the inventory" if not res.drift else "inspection drift accepted: " + "; ".join(res.drift)[:500]
+                if state == "registered":
+                    move(conn, name, "inspected", actor=actor(), reason=why, expected="registered")
+                conn.execute(
+                    update(srv_t).where(srv_t.c.name == name, srv_t.c.last_error.like("inspection drift:%")).values(last_error=None)
+                )
             else:
                 conn.execute(update(srv_t).where(srv_t.c.name == name).values(last_error="inspection drift: " + "; ".join(res.drift)[:900]))
             if res.drift:

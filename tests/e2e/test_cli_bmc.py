@@ -49,7 +49,7 @@ def test_dry_run_changes_nothing_on_the_bmc(lab, cli):  # type: ignore[no-untype
     assert counters(lab, "mn-tyo1-r12-03")["requests"] == before
 
 
-def test_inspect_matches_pins_certificate_and_moves_to_inspected(lab, cli):  # type: ignore[no-untyped-def]
+def test_inspect_matches_and_moves_to_inspected(lab, cli):  # type: ignore[no-untyped-def]
     r = cli("server", "inspect", "mn-tyo1-r12-01", "gpu-tyo1-r12-19", "--output", "json")
     assert r.code == 0, r.err + r.out
     rows = {x["server"]: x for x in json.loads(r.out)}
@@ -58,7 +58,8 @@ def test_inspect_matches_pins_certificate_and_moves_to_inspected(lab, cli):  # t
     assert {b["serial"] for b in rows["gpu-tyo1-r12-19"]["facts"]["boards"]} == {f"1321010124{i}{s}" for i, s in [(1, k) for k in range(8)]}
     show = json.loads(cli("server", "show", "mn-tyo1-r12-01", "--output", "json").out)
     assert show["state"] == "inspected"
-    assert show["fingerprint"] == lab["servers"]["mn-tyo1-r12-01"]["fingerprint"].removeprefix("sha256:").replace(":", "").lower()
+    # The lab stands in with its own certificate: nothing of it is pinned into the inventory.
+    assert show["fingerprint"] is None
 
 
 def test_inspect_reports_drift_and_keeps_declared_data(lab, cli):  # type: ignore[no-untyped-def]
@@ -85,6 +86,9 @@ def test_inspect_reports_drift_and_keeps_declared_data(lab, cli):  # type: ignor
     assert r.code == 0, r.out
     show = json.loads(cli("server", "show", "mn-tyo1-r12-02", "--output", "json").out)
     assert show["serial"] == "MNS0101203" and len(show["boards"]) == 4 and show["state"] == "inspected"
+    assert show["last_error"] is None
+    assert {n["name"]: n["mac"] for n in show["nics"]}["eth0"] != "02:aa:bb:cc:dd:ee"  # the MAC was accepted too
+    assert cli("server", "inspect", "mn-tyo1-r12-02").code == 0  # and nothing drifts any more
 
 
 def test_inspect_fills_boards_of_a_server_that_declares_none(lab, cli):  # type: ignore[no-untyped-def]
@@ -112,19 +116,37 @@ def test_one_failing_bmc_fails_alone_with_its_reason(lab, cli):  # type: ignore[
     assert cli("power", "status", "mn-tyo1-r12-04").code == 0
 
 
-def test_a_changed_certificate_is_refused_naming_both_fingerprints(lab, cli, db_url):  # type: ignore[no-untyped-def]
+def _direct(cli, monkeypatch, tmp_path, lab, name):  # type: ignore[no-untyped-def]
+    """Point a server straight at its lab BMC, as a real BMC would be (no lab overlay)."""
+    url = lab["servers"][name]["url"]
+    assert cli("server", "set", name, "--bmc", url, "--credential", f"file:{tmp_path / 'lab' / 'credential'}").code == 0
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "no-lab-here"))
+    return lab["servers"][name]["fingerprint"].removeprefix("sha256:").replace(":", "").lower()
+
+
+def test_trust_on_first_use_pins_into_the_inventory(lab, cli, monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
+    real = _direct(cli, monkeypatch, tmp_path, lab, "mn-tyo1-r12-05")
+    assert json.loads(cli("server", "show", "mn-tyo1-r12-05", "--output", "json").out)["fingerprint"] is None
+    r = cli("power", "status", "mn-tyo1-r12-05", "--output", "json")
+    assert r.code == 0, r.out
+    assert json.loads(cli("server", "show", "mn-tyo1-r12-05", "--output", "json").out)["fingerprint"] == real
+    assert cli("power", "status", "mn-tyo1-r12-05").code == 0  # the pin now holds
+
+
+def test_a_changed_certificate_is_refused_naming_both_fingerprints(lab, cli, db_url, monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
     from sqlalchemy import create_engine, text
 
+    real = _direct(cli, monkeypatch, tmp_path, lab, "mn-tyo1-r12-05")
     engine = create_engine(db_url)
     with engine.begin() as c:
         c.execute(text("UPDATE server SET bmc_fingerprint = :fp WHERE name = 'mn-tyo1-r12-05'"), {"fp": "ab" * 32})
     engine.dispose()
     r = cli("power", "status", "mn-tyo1-r12-05", "--output", "json")
     assert r.code == 1
-    err = json.loads(r.out)[0]["error"]
-    real = lab["servers"]["mn-tyo1-r12-05"]["fingerprint"].removeprefix("sha256:").replace(":", "").upper()
-    assert "AB:AB" in err.upper().replace(" ", "") or "ABAB" in err.upper()
-    assert real[:8] in err.upper().replace(":", "")
+    err = json.loads(r.out)[0]["error"].upper().replace(":", "").replace(" ", "")
+    assert "AB" * 32 in err and real.upper() in err
+    # and the pin in the inventory is not silently replaced
+    assert json.loads(cli("server", "show", "mn-tyo1-r12-05", "--output", "json").out)["fingerprint"] == "ab" * 32
 
 
 def test_bios_stage_apply_verify_and_boot_media(lab, cli):  # type: ignore[no-untyped-def]

@@ -27,7 +27,7 @@ Result = tuple[int, Any, dict[str, str]]
 # Assumed PCI ids. NOTE: MN-Core 2's vendor/device ids are not public; the
 # lab uses a placeholder the MN-Core driver keeps in configuration as well.
 PCI_IDS = {
-    "mncore2": ("0x1f0c", "0x0002", "0x120000", "Preferred Networks"),  # assumed, not public
+    "mncore2": ("0xf1ee", "0x0002", "0x120000", "Preferred Networks"),  # assumed, not public: the same placeholder as accelerators.yaml
     "gpu": ("0x10de", "0x2331", "0x030200", "NVIDIA Corporation"),  # H100 PCIe
     "nic": ("0x15b3", "0x101d", "0x020000", "Mellanox Technologies"),  # ConnectX-6 Dx
 }
