@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli import bios, board, boot, db, events, firmware, inventory, lab, media, power, rack, server, site, switch
+from fleetctl.cli import bios, board, boot, db, events, firmware, inventory, jobs, lab, media, power, rack, server, site, switch
 from fleetctl.cli import state as cli_state
 
 app = typer.Typer(
@@ -44,6 +44,7 @@ app.add_typer(board.app, name="board", help="Accelerator boards (MN-Core, GPU)."
 app.add_typer(switch.app, name="switch", help="Switches and their ports.")
 app.add_typer(inventory.app, name="inventory", help="Import and export site files; the Ansible inventory.")
 app.add_typer(events.app, name="events", help="The audit log.")
+app.add_typer(jobs.app, name="jobs", help="The journal: every run, server by server.")
 app.add_typer(power.app, name="power", help="Power state and control through the BMCs.")
 app.add_typer(boot.app, name="boot", help="Boot override: PXE, CD, HDD, a UEFI target.")
 app.add_typer(media.app, name="media", help="Virtual media: insert and eject ISOs.")

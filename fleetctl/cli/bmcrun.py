@@ -95,10 +95,14 @@ def execute(
     return outcomes
 
 
-def tally(outcomes: list[Any], output: Format) -> None:
+def tally(outcomes: list[Any], output: Format, *, problems: int = 0, what: str = "with problems") -> None:
+    """The closing line: how many answered, failed, and had problems (drift, health)."""
     if output != Format.table:
         return
     from fleetctl.cli.output import console
 
     failed = sum(1 for o in outcomes if not o.ok)
-    console(stderr=True).print(f"{len(outcomes) - failed} ok, {failed} failed" + (" (see the error column)" if failed else ""))
+    line = f"{len(outcomes) - failed} ok, {failed} failed"
+    if problems:
+        line += f", {problems} {what}"
+    console(stderr=True).print(line + (" (see the error column)" if failed else ""))

@@ -204,7 +204,7 @@ def inspect(
                "accepted": ", ".join(r["accepted"])} for r in rows], output,
              columns=["server", "ok", "serial", "power", "boards", "drift", "filled", "accepted", "error"],
              styles={"ok": lambda v: "green" if v else "bold red", "drift": lambda v: None if v in ("none", "") else "yellow"})  # fmt: skip
-        tally(outcomes, output)
+        tally(outcomes, output, problems=sum(1 for r in rows if r["drift"]), what="with drift")
     else:
         emit(rows, output)
     if any(not o.ok for o in outcomes) or any(r["drift"] and not accept for r in rows):
@@ -276,7 +276,7 @@ def health(
         emit([{**r, "problems": "; ".join(r["problems"]) or ("none" if r["error"] is None else "")} for r in rows], output,
              columns=["server", "ok", "problems", "bmc_firmware", "clock_skew_s"] + (["new_log_entries"] if logs else []) + ["error"],
              styles={"ok": lambda v: "green" if v else "bold red"})  # fmt: skip
-        tally(outcomes, output)
+        tally(outcomes, output, problems=sum(1 for r in rows if r["problems"]), what="with health problems")
     else:
         emit(rows, output)
     if any(not r["ok"] for r in rows):

@@ -80,12 +80,14 @@ def run(
     for r in results:
         outcomes[r.target] = Outcome(r.target, r.ok, r.value, r.error, r.elapsed)
 
+    from datetime import timedelta
+
     now = utcnow()
     with engine.begin() as conn:
         steps = [
             {
                 "job_id": job_id, "server_id": ids[o.server], "name": kind, "state": "succeeded" if o.ok else "failed",
-                "started_at": now, "finished_at": now, "error": o.error,
+                "started_at": now - timedelta(seconds=o.elapsed), "finished_at": now, "error": o.error,
                 "output": _summary(o.value) if o.ok else None,
             }  # fmt: skip
             for o in outcomes.values()

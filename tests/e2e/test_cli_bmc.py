@@ -114,6 +114,11 @@ def test_one_failing_bmc_fails_alone_with_its_reason(lab, cli):  # type: ignore[
     assert events  # the import at least
     assert cli("lab", "fault", "mn-tyo1-r12-04", "--clear").code == 0
     assert cli("power", "status", "mn-tyo1-r12-04").code == 0
+    # The journal kept both runs, server by server.
+    jobs = json.loads(cli("jobs", "list", "--kind", "power.status", "--output", "json").out)
+    assert [(j["state"], j["servers"], j["failed"]) for j in jobs[:2]] == [("succeeded", 1, 0), ("failed", 3, 1)]
+    steps = json.loads(cli("jobs", "show", str(jobs[1]["id"]), "--output", "json").out)["steps"]
+    assert {s["server"]: s["state"] for s in steps} == {"mn-tyo1-r12-04": "failed", "mn-tyo1-r12-05": "succeeded", "mn-tyo1-r12-06": "succeeded"}
 
 
 def _direct(cli, monkeypatch, tmp_path, lab, name):  # type: ignore[no-untyped-def]

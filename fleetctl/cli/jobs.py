@@ -1,0 +1,79 @@
+"""`fleetctl jobs`: the journal of what fleetctl did, run by run, server by server."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from fleetctl.cli.common import OutputOpt
+from fleetctl.cli.output import Format
+
+app = typer.Typer(no_args_is_help=True)
+
+
+@app.command("list")
+def list_(
+    limit: Annotated[int, typer.Option(help="How many, newest first.")] = 20,
+    kind: Annotated[str | None, typer.Option(help="Only this kind (inspect, power.on, provision ...).")] = None,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Recent jobs with their outcome."""
+    from sqlalchemy import Integer, func, select
+
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+    from fleetctl.store import tables as T
+
+    j, s = T.job, T.job_step
+    steps = select(s.c.job_id, func.count().label("n"), func.sum(func.cast(s.c.state == "failed", Integer())).label("failed")).group_by(s.c.job_id).subquery()
+    q = (
+        select(j.c.id, j.c.kind, j.c.target, j.c.state, j.c.actor, j.c.created_at, j.c.finished_at, j.c.error,
+               func.coalesce(steps.c.n, 0).label("servers"), func.coalesce(steps.c.failed, 0).label("failed"))  # fmt: skip
+        .outerjoin(steps, steps.c.job_id == j.c.id)
+        .order_by(j.c.id.desc())
+        .limit(limit)
+    )
+    if kind:
+        q = q.where(j.c.kind == kind)
+    with conn() as c:
+        rows = [
+            {**dict(r._mapping), "created_at": r.created_at.isoformat(timespec="seconds") if r.created_at else None,
+             "finished_at": r.finished_at.isoformat(timespec="seconds") if r.finished_at else None}  # fmt: skip
+            for r in c.execute(q)
+        ]
+    emit(rows, output, columns=["id", "kind", "target", "state", "servers", "failed", "actor", "created_at", "error"])
+
+
+@app.command("show")
+def show(job_id: int, output: OutputOpt = Format.table) -> None:
+    """One job and its steps, server by server."""
+    from sqlalchemy import select
+
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit, emit_one
+    from fleetctl.errors import NotFound
+    from fleetctl.store import tables as T
+
+    with conn() as c:
+        job = c.execute(select(T.job).where(T.job.c.id == job_id)).first()
+        if job is None:
+            raise NotFound(f"no job {job_id}")
+        steps = [
+            {"server": r.server, "step": r.name, "state": r.state, "attempt": r.attempt,
+             "started_at": r.started_at.isoformat(timespec="seconds") if r.started_at else None,
+             "finished_at": r.finished_at.isoformat(timespec="seconds") if r.finished_at else None,
+             "error": r.error, "output": r.output}  # fmt: skip
+            for r in c.execute(
+                select(T.job_step, T.server.c.name.label("server"))
+                .outerjoin(T.server, T.server.c.id == T.job_step.c.server_id)
+                .where(T.job_step.c.job_id == job_id)
+                .order_by(T.job_step.c.id)
+            )
+        ]
+    doc = {k: (v.isoformat(timespec="seconds") if hasattr(v, "isoformat") else v) for k, v in dict(job._mapping).items()}
+    if output != Format.table:
+        emit_one({**doc, "steps": steps}, output)
+        return
+    emit_one(doc, output)
+    emit(steps, output, title="Steps", columns=["server", "step", "state", "attempt", "started_at", "finished_at", "error"])
