@@ -1,0 +1,105 @@
+"""Run one operation over many switches at once; results are data, never raised.
+
+    results = run_many(targets, lambda sw: sw.get_facts(), concurrency=16)
+    for r in results:
+        print(r.target, r.ok, r.value if r.ok else r.error)
+
+netmiko is synchronous, so switches are worked on in a thread pool bounded by
+``concurrency``. A failure on one switch (refused login, timeout, a dropped
+session, a parser meeting new output) is recorded in its
+:class:`TargetResult`; the others go on. The shape mirrors the BMC sweep's
+(``fleetctl_drivers.redfish.sweep``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from fleetctl.errors import FleetError
+from fleetctl.interfaces.switch import SwitchTarget
+
+from .driver import NetmikoSwitch
+
+
+@dataclass
+class TargetResult:
+    """The verdict for one switch of a sweep.
+
+    Attributes:
+        target: the switch's name.
+        ok: the operation returned.
+        value: what it returned (when ok).
+        error: a one-line reason (when not ok).
+        error_type: the exception's class name (``Timeout``, ``AuthError``, ``SessionDropped`` ...).
+        elapsed: seconds spent on this switch, login and logout included.
+        platform: the switch's platform name.
+    """
+
+    target: str
+    ok: bool
+    value: Any = None
+    error: str | None = None
+    error_type: str | None = None
+    elapsed: float = 0.0
+    platform: str | None = None
+
+
+ProgressFn = Callable[[int, int, TargetResult], Any]
+
+
+def run_many(
+    targets: Iterable[SwitchTarget],
+    operation: Callable[[NetmikoSwitch], Any],
+    *,
+    concurrency: int = 16,
+    progress: ProgressFn | None = None,
+    driver_factory: Callable[[SwitchTarget], NetmikoSwitch] = NetmikoSwitch,
+) -> list[TargetResult]:
+    """Run ``operation(switch)`` on every target; one :class:`TargetResult` each, in order.
+
+    Args:
+        targets: the switches.
+        operation: a function of an opened :class:`NetmikoSwitch`.
+        concurrency: switches worked on at once (threads; each holds one SSH session).
+        progress: called as ``progress(done, total, result)`` after each switch
+            (from worker threads, one call at a time).
+        driver_factory: builds the driver for a target (tests, other drivers).
+    """
+    targets = list(targets)
+    total = len(targets)
+    results: list[TargetResult | None] = [None] * total
+    lock = threading.Lock()
+    done = 0
+
+    def one(i: int, target: SwitchTarget) -> None:
+        nonlocal done
+        t0 = time.perf_counter()
+        result = TargetResult(target=target.name, ok=False, platform=target.platform)
+        try:
+            with driver_factory(target) as sw:
+                result.value = operation(sw)
+                result.ok = True
+        except FleetError as e:
+            result.error, result.error_type = str(e), type(e).__name__
+        except Exception as e:  # noqa: BLE001 - a bug (a parser meeting new output): record it, keep sweeping
+            result.error = f"{target.name}: unexpected {type(e).__name__}: {e}"
+            result.error_type = type(e).__name__
+        result.elapsed = time.perf_counter() - t0
+        results[i] = result
+        with lock:
+            done += 1
+            if progress is not None:
+                progress(done, total, result)
+
+    if total:
+        with ThreadPoolExecutor(
+            max_workers=max(1, min(concurrency, total)), thread_name_prefix="switch"
+        ) as pool:
+            for f in [pool.submit(one, i, t) for i, t in enumerate(targets)]:
+                f.result()
+    return [r for r in results if r is not None]
