@@ -68,6 +68,29 @@ def resolve(conn: Any, targets: list[str]) -> list[ServerRef]:
     return [by_name[n] for n in seen if n in by_name]
 
 
+class _Credentials:
+    """Credential references resolved once each per command (a cmd: may be slow).
+
+    ``get`` gives the Credential, or the one-line reason it could not be had.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, Any] = {}
+
+    def get(self, ref: str | None) -> Any:
+        from fleetctl.errors import FleetError
+        from fleetctl.secrets import resolve as resolve_secret
+
+        if not ref:
+            return "no credential reference in the inventory"
+        if ref not in self._seen:
+            try:
+                self._seen[ref] = resolve_secret(ref)
+            except FleetError as e:
+                self._seen[ref] = str(e)
+        return self._seen[ref]
+
+
 def _limits() -> dict[str, Any]:
     """Per-request timeout and retries, from FLEETCTL_BMC_TIMEOUT / FLEETCTL_BMC_RETRIES.
 
@@ -93,13 +116,11 @@ def bmc_targets(servers: list[ServerRef], **kwargs: Any) -> tuple[list[Any], dic
     Credentials are resolved once per distinct reference. A running lab
     (``fleetctl lab up``) stands in for the real BMCs of the servers it serves.
     """
-    from fleetctl.errors import FleetError
     from fleetctl.interfaces.bmc import BMCTarget
     from fleetctl.lab.inventory import credential_ref, overlay
-    from fleetctl.secrets import resolve as resolve_secret
 
     lab = overlay()
-    creds: dict[str, Any] = {}
+    creds = _Credentials()
     targets, unreachable = [], {}
     for s in servers:
         url, ref, pin, system_id = s.bmc_url, s.credential, s.fingerprint, s.system_id
@@ -113,20 +134,119 @@ def bmc_targets(servers: list[ServerRef], **kwargs: Any) -> tuple[list[Any], dic
         if not url:
             unreachable[s.name] = "no BMC URL in the inventory"
             continue
-        if not ref:
-            unreachable[s.name] = "no credential reference in the inventory"
-            continue
-        if ref not in creds:
-            try:
-                creds[ref] = resolve_secret(ref)
-            except FleetError as e:
-                creds[ref] = e
-        cred = creds[ref]
-        if isinstance(cred, Exception):
-            unreachable[s.name] = str(cred)
+        cred = creds.get(ref)
+        if isinstance(cred, str):
+            unreachable[s.name] = cred
             continue
         targets.append(
             BMCTarget(name=s.name, url=url, username=cred.username, password=cred.password, system_id=system_id,
                       fingerprint=pin, trust_on_first_use=pin is None, **{**_limits(), **kwargs})  # fmt: skip
         )
+    return targets, unreachable
+
+
+@dataclass(frozen=True)
+class SwitchRef:
+    """What a switch operation needs to know of a switch."""
+
+    id: int
+    name: str
+    platform: str
+    address: str
+    credential: str | None
+    role: str
+    rack: str
+    snmp_version: str | None
+    snmp_credential: str | None
+    snmp_port: int | None
+
+
+def resolve_switches(conn: Any, targets: list[str]) -> list[SwitchRef]:
+    """Switches named by TARGETs: a switch, a rack or site (its switches), role=leaf, or all."""
+    from fleetctl.inventory.queries import rack_t, resolve_rack, site_t, sw_t
+
+    if not targets:
+        raise InputError("give at least one TARGET: a switch, a rack, a site, role=leaf, or all")
+    q = select(sw_t, rack_t.c.name.label("rack"), site_t.c.name.label("site")).join(rack_t, rack_t.c.id == sw_t.c.rack_id).join(
+        site_t, site_t.c.id == rack_t.c.site_id
+    )
+    rows = list(conn.execute(q))
+    picked: dict[str, Any] = {}
+    for t in targets:
+        key, sep, value = t.partition("=")
+        if sep:
+            if key not in ("role", "rack", "site", "platform"):
+                raise InputError(f"unknown selector {key!r} in {t!r} (use role=, rack=, site=, platform=)", field="TARGET")
+            hit = [r for r in rows if str(getattr(r, key)) == value]
+        elif t == "all":
+            hit = rows
+        elif any(r.name == t for r in rows):
+            hit = [r for r in rows if r.name == t]
+        elif any(r.site == t for r in rows):
+            hit = [r for r in rows if r.site == t]
+        else:
+            rack = resolve_rack(conn, t)
+            hit = [r for r in rows if r.rack_id == rack.id]
+        if not hit:
+            raise NotFound(f"no switches match {t!r}")
+        for r in hit:
+            picked.setdefault(r.name, r)
+    return [
+        SwitchRef(r.id, r.name, r.platform, r.mgmt_address, r.credential, r.role, r.rack, r.snmp_version, r.snmp_credential, r.snmp_port)
+        for r in picked.values()
+    ]
+
+
+def switch_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]]:
+    """SwitchTargets (SSH) for the switches, and those that cannot be reached, with why.
+
+    A running lab stands in for the switches it serves, like it does for BMCs.
+    """
+    from fleetctl.interfaces.switch import SwitchTarget
+    from fleetctl.lab.inventory import credential_ref, switch_overlay
+
+    lab = switch_overlay()
+    creds = _Credentials()
+    targets, unreachable = [], {}
+    for s in switches:
+        host, port, ref = s.address, 22, s.credential
+        if s.name in lab:
+            host, _, p = lab[s.name]["ssh"].rpartition(":")
+            port, ref = int(p), credential_ref()
+        cred = creds.get(ref)
+        if isinstance(cred, str):
+            unreachable[s.name] = cred
+            continue
+        targets.append(SwitchTarget(name=s.name, host=host, port=port, platform=s.platform, username=cred.username,
+                                    password=cred.password, **_limits()))  # fmt: skip
+    return targets, unreachable
+
+
+def snmp_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]]:
+    """SnmpTargets for the switches, and those that cannot be polled, with why."""
+    from fleetctl.interfaces.snmp import SnmpTarget
+    from fleetctl.lab.inventory import switch_overlay
+    from fleetctl.secrets import Secret
+
+    lab = switch_overlay()
+    creds = _Credentials()
+    targets, unreachable = [], {}
+    for s in switches:
+        if s.name in lab and lab[s.name].get("snmp"):
+            host, _, p = lab[s.name]["snmp"].rpartition(":")
+            targets.append(SnmpTarget(name=s.name, host=host, port=int(p), version="2c",
+                                      community=Secret(lab[s.name].get("community", "public"))))  # fmt: skip
+            continue
+        if not s.snmp_credential:
+            unreachable[s.name] = "no snmp settings in the inventory"
+            continue
+        cred = creds.get(s.snmp_credential)
+        if isinstance(cred, str):
+            unreachable[s.name] = cred
+            continue
+        if s.snmp_version == "3":
+            targets.append(SnmpTarget(name=s.name, host=s.address, port=s.snmp_port or 161, version="3",
+                                      user=cred.username, auth_key=cred.password, priv_key=cred.password))  # fmt: skip
+        else:
+            targets.append(SnmpTarget(name=s.name, host=s.address, port=s.snmp_port or 161, version="2c", community=cred.password))
     return targets, unreachable

@@ -15,30 +15,32 @@ from fleetctl.errors import InputError, NotFound
 from fleetctl.inventory.schema import RackSpec, ServerSpec, SiteFile, SwitchSpec
 
 
-def site_of_server(name: str) -> str:
-    from fleetctl.inventory.queries import rack_t, site_t, srv_t
+def _site_of(table: Any, name: str, noun: str) -> str:
+    from fleetctl.inventory.queries import rack_t, site_t
     from fleetctl.store import get_engine
 
     with get_engine().connect() as c:
         site = c.execute(
-            select(site_t.c.name).join(rack_t, rack_t.c.site_id == site_t.c.id).join(srv_t, srv_t.c.rack_id == rack_t.c.id).where(srv_t.c.name == name)
+            select(site_t.c.name)
+            .join(rack_t, rack_t.c.site_id == site_t.c.id)
+            .join(table, table.c.rack_id == rack_t.c.id)
+            .where(table.c.name == name)
         ).scalar()
     if site is None:
-        raise NotFound(f"no server named {name!r}")
+        raise NotFound(f"no {noun} named {name!r}")
     return site
+
+
+def site_of_server(name: str) -> str:
+    from fleetctl.inventory.queries import srv_t
+
+    return _site_of(srv_t, name, "server")
 
 
 def site_of_switch(name: str) -> str:
-    from fleetctl.inventory.queries import rack_t, site_t, sw_t
-    from fleetctl.store import get_engine
+    from fleetctl.inventory.queries import sw_t
 
-    with get_engine().connect() as c:
-        site = c.execute(
-            select(site_t.c.name).join(rack_t, rack_t.c.site_id == site_t.c.id).join(sw_t, sw_t.c.rack_id == rack_t.c.id).where(sw_t.c.name == name)
-        ).scalar()
-    if site is None:
-        raise NotFound(f"no switch named {name!r}")
-    return site
+    return _site_of(sw_t, name, "switch")
 
 
 def site_of_rack(ref: str) -> tuple[str, str]:
