@@ -1,0 +1,72 @@
+"""Run one operation over many switches (SSH), journaled, results as data."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import insert, update
+
+from fleetctl.targets import SwitchRef
+from fleetctl.workflows.bmc import Outcome
+
+
+def run(
+    switches: list[SwitchRef],
+    operation: Callable[[Any], Any],
+    *,
+    kind: str,
+    target_label: str,
+    args: dict[str, Any] | None = None,
+    concurrency: int = 16,
+    url: str | None = None,
+) -> list[Outcome]:
+    """Run ``operation(switch)`` on each switch; one Outcome per switch, in order; a Job in the journal."""
+    from fleetctl.inventory.service import actor
+    from fleetctl.models.base import utcnow
+    from fleetctl.plugins import load_driver
+    from fleetctl.store import get_engine
+    from fleetctl.store import tables as T
+    from fleetctl.targets import switch_targets
+
+    engine = get_engine(url)
+    with engine.begin() as conn:
+        job_id = conn.execute(
+            insert(T.job).values(kind=kind, target=target_label, state="running", actor=actor(), args=args or {}, created_at=utcnow())
+        ).inserted_primary_key[0]
+    targets, unreachable = switch_targets(switches)
+    outcomes: dict[str, Outcome] = {n: Outcome(n, False, error=why) for n, why in unreachable.items()}
+    driver_cls = load_driver("switch", "netmiko")
+    for r in driver_cls.sweep(targets, operation, concurrency=concurrency) if targets else []:
+        outcomes[r.target] = Outcome(r.target, r.ok, r.value, r.error, r.elapsed)
+    now = utcnow()
+    with engine.begin() as conn:
+        # Steps of switch jobs carry the switch in their output (job_step.server_id is for servers).
+        rows = [
+            {"job_id": job_id, "server_id": None, "name": f"{kind} {o.server}", "state": "succeeded" if o.ok else "failed",
+             "started_at": now - timedelta(seconds=o.elapsed), "finished_at": now, "error": o.error,
+             "output": _dump(o.value) if o.ok else None}  # fmt: skip
+            for o in outcomes.values()
+        ]
+        if rows:
+            conn.execute(insert(T.job_step), rows)
+        failed = sum(1 for o in outcomes.values() if not o.ok)
+        conn.execute(update(T.job).where(T.job.c.id == job_id).values(
+            state="failed" if failed else "succeeded", finished_at=utcnow(),
+            error=f"{failed} of {len(switches)} failed" if failed else None))  # fmt: skip
+    return [outcomes[s.name] for s in switches]
+
+
+def _dump(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        if isinstance(value, list):
+            return json.dumps([v.model_dump(mode="json") if hasattr(v, "model_dump") else v for v in value], default=str)[:20000]
+        if hasattr(value, "model_dump"):
+            return json.dumps(value.model_dump(mode="json"), default=str)[:20000]
+        return json.dumps(value, default=str)[:20000]
+    except (TypeError, ValueError):
+        return str(value)[:20000]
