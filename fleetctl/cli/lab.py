@@ -54,22 +54,33 @@ def status(output: OutputOpt = Format.table) -> None:
     from fleetctl.lab import inventory as lab
 
     st = lab.status()
-    emit_one({k: st.get(k) for k in ("running", "responding", "count", "control_url", "state_dir", "pid")}, output)
+    summary = {k: st.get(k) for k in ("running", "responding", "count", "control_url", "switch_control_url", "state_dir", "pid")}
+    summary["switches"] = len(st.get("switches", {}))
+    if output != Format.table:
+        summary["servers"] = {n: {k: v for k, v in s.items() if k != "fingerprint"} for n, s in st.get("servers", {}).items()}
+        summary["switch_endpoints"] = st.get("switches", {})
+    emit_one(summary, output)
     if output == Format.table and st.get("running"):
         rows = [{"server": n, "url": s["url"], "flavour": s.get("flavour")} for n, s in sorted(st.get("servers", {}).items())]
-        emit(rows[:20], output, title=f"BMCs ({len(rows)})")
+        emit(rows[:20], output, title=f"BMCs ({len(rows)})" + (" (first 20; --output json for all)" if len(rows) > 20 else ""))
+        sws = [{"switch": n, "ssh": s.get("ssh"), "snmp": s.get("snmp"), "platform": s.get("platform")} for n, s in sorted(st.get("switches", {}).items())]
+        if sws:
+            emit(sws, output, title=f"Switches ({len(sws)})")
     if not st.get("running"):
         raise typer.Exit(1)
 
 
 @app.command("fault")
 def fault(
-    servers: Annotated[list[str], typer.Argument(help="Server names, or * for every lab BMC.")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="FAULT=VALUE, e.g. latency_ms=50, psu_failed=true.")] = None,
-    clear: Annotated[bool, typer.Option("--clear", help="Clear every fault.")] = False,
+    names: Annotated[list[str], typer.Argument(help="Server or switch names, or * for every lab BMC.")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="FAULT=VALUE, e.g. latency_ms=50, psu_failed=true, crc=100.")] = None,
+    port: Annotated[str | None, typer.Option("--port", help="For a switch: the port the fault is on (flap, crc, miscabled, down).")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Clear every fault (of the port, with --port).")] = False,
 ) -> None:
-    """Inject faults into lab BMCs while the lab runs."""
+    """Inject faults into lab BMCs and switches while the lab runs."""
     import json
+    import urllib.error
+    import urllib.parse
     import urllib.request
 
     from fleetctl.errors import FleetError, InputError
@@ -86,15 +97,30 @@ def fault(
         for item in set_:
             k, sep, v = item.partition("=")
             if not sep:
-                raise InputError(f"--set {item!r}: expected FAULT=VALUE", field="--set")
+                raise InputError(f"expected FAULT=VALUE, got {item!r}", field="--set")
             try:
                 faults[k] = json.loads(v)
             except ValueError:
                 faults[k] = v
-    body = json.dumps({"names": "*" if servers == ["*"] else servers, "faults": faults}).encode()
-    req = urllib.request.Request(st["control_url"] + "/lab/v1/faults", data=body, method="POST", headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            typer.echo(r.read().decode()[:500])
-    except urllib.error.HTTPError as e:
-        raise InputError(f"the lab refused: {e.read().decode()[:300]}") from e
+    switches = set(st.get("switches", {}))
+    on_switches = [n for n in names if n in switches]
+    on_bmcs = [n for n in names if n not in switches]
+    requests = []
+    if on_bmcs:
+        body = {"names": "*" if on_bmcs == ["*"] else on_bmcs, "faults": faults}
+        requests.append((st["control_url"], "POST", "/lab/v1/faults", body))
+    for name in on_switches:
+        base = st.get("switch_control_url") or st["control_url"]
+        if clear:
+            query = f"?port={urllib.parse.quote(port)}" if port else ""
+            requests.append((base, "DELETE", f"/lab/v1/switches/{name}/faults{query}", None))
+        else:
+            requests.append((base, "POST", f"/lab/v1/switches/{name}/faults", {"port": port, "faults": faults}))
+    for base, method, path, body in requests:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                typer.echo(r.read().decode()[:500] or "ok")
+        except urllib.error.HTTPError as e:
+            raise InputError(f"the lab refused: {e.read().decode()[:300]}") from e

@@ -115,3 +115,314 @@ def remove(name: str, dry_run: DryRunOpt = False, reason: ReasonOpt = None) -> N
         edits.drop_cables_of(doc, switch=name)
 
     show_plan(edit_site(edits.site_of_switch(name), mutate, action="switch.remove", dry_run=dry_run, reason=reason), dry_run=dry_run)
+
+
+# --- live work on switches (SSH and SNMP) -------------------------------------------
+
+SwitchTargetsArg = Annotated[list[str], typer.Argument(help="Switches, racks, sites, role=leaf, platform=eos, or all.")]
+
+
+def _resolve_switches(targets: list[str]) -> list:  # type: ignore[type-arg]
+    from fleetctl.cli.common import conn
+    from fleetctl.targets import resolve_switches
+
+    with conn() as c:
+        return resolve_switches(c, targets)
+
+
+def _finish(outcomes: list, output: Format, problems: int = 0, what: str = "with problems") -> None:  # type: ignore[type-arg]
+    from fleetctl.cli.bmcrun import tally
+
+    tally(outcomes, output, problems=problems, what=what)
+    if problems or any(not o.ok for o in outcomes):
+        raise typer.Exit(1)
+
+
+@app.command("facts")
+def facts(targets: SwitchTargetsArg, output: OutputOpt = Format.table) -> None:
+    """Read platform, OS version, serial and uptime from each switch (SSH)."""
+    from fleetctl.cli.output import emit
+    from fleetctl.workflows.switch import run
+
+    switches = _resolve_switches(targets)
+    outcomes = run(switches, lambda sw: sw.get_facts(), kind="switch.facts", target_label=" ".join(targets))
+    rows = [{"switch": o.server, "ok": o.ok, **(o.value.model_dump(exclude={"warnings"}) if o.ok else {}), "error": o.error} for o in outcomes]
+    emit(rows, output, columns=["switch", "ok", "platform", "os_version", "model", "serial", "uptime_s", "error"])
+    _finish(outcomes, output)
+
+
+@app.command("ports")
+def ports(switch: str, output: OutputOpt = Format.table) -> None:
+    """A switch's ports as the switch reports them, beside what the plan wants (exit 1 on a difference)."""
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+    from fleetctl.errors import FleetError
+    from fleetctl.inventory.queries import switch_detail
+    from fleetctl.workflows.switch import run
+
+    switches = _resolve_switches([switch])
+    with conn() as c:
+        planned = {p["port"]: p for p in switch_detail(c, switch)["ports"]}
+    [outcome] = run(switches, lambda sw: sw.get_interfaces(), kind="switch.ports", target_label=switch)
+    if not outcome.ok:
+        raise FleetError(outcome.error or f"{switch}: no answer")
+    rows, differ = [], 0
+    for i in outcome.value:
+        plan = planned.get(i.name, {})
+        want_vlans = plan.get("vlans")
+        have = str(i.access_vlan) if i.mode == "access" else i.trunk_vlan_ranges if i.mode == "trunk" else ""
+        match = None
+        if plan.get("cabled_to") and want_vlans is not None:
+            from fleetctl.interfaces.switch import vlan_list_str
+
+            want = want_vlans if plan.get("mode") == "access" else vlan_list_str(int(v) for v in want_vlans.split(","))
+            match = i.mode == plan.get("mode") and have == want
+            differ += 0 if match else 1
+        rows.append({
+            "port": i.name, "admin": "up" if i.admin_up else "down", "oper": "up" if i.oper_up else "down",
+            "speed_mbps": i.speed_mbps, "mode": str(i.mode), "vlans": have, "description": i.description,
+            "cabled_to": plan.get("cabled_to"), "plan": f"{plan.get('mode')} {want_vlans}" if plan.get("cabled_to") else None,
+            "matches_plan": match,
+        })  # fmt: skip
+    emit(rows, output, columns=["port", "admin", "oper", "speed_mbps", "mode", "vlans", "cabled_to", "plan", "matches_plan", "description"],
+         styles={"matches_plan": lambda v: None if v is None else ("green" if v else "yellow")})  # fmt: skip
+    _finish([outcome], output, problems=differ, what="ports differ from the plan")
+
+
+vlan_app = typer.Typer(no_args_is_help=True)
+app.add_typer(vlan_app, name="vlan", help="Set one port's VLANs, carefully.")
+
+
+@vlan_app.command("set")
+def vlan_set(
+    switch: str,
+    port: str,
+    access: Annotated[int | None, typer.Option("--access", help="Make it an access port on this VLAN.")] = None,
+    trunk: Annotated[str | None, typer.Option("--trunk", help="Make it a trunk carrying these VLANs (100,200-210).")] = None,
+    description: Annotated[str | None, typer.Option(help="Port description.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Also touch an uplink or a port of a server in service.")] = False,
+    save: Annotated[bool, typer.Option("--save", help="Save the switch configuration after a verified change.")] = False,
+    dry_run: DryRunOpt = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Change one port: read, show the diff, apply, read back, verify; restore it if verification fails."""
+    from fleetctl.errors import InputError
+    from fleetctl.interfaces.switch import PortConfig, PortMode
+
+    if (access is None) == (trunk is None):
+        raise InputError("give exactly one of --access VLAN or --trunk LIST", field="--access")
+    wanted = PortConfig(mode=PortMode.ACCESS, access_vlan=access, description=description) if access is not None else \
+        PortConfig(mode=PortMode.TRUNK, trunk_vlans=trunk, description=description)  # fmt: skip
+    _change_ports(_resolve_switches([switch]), {switch: [(port, wanted, "by hand")]}, label=f"{switch} {port}",
+                  kind="switch.vlan", force=force, save=save, dry_run=dry_run, output=output)  # fmt: skip
+
+
+@app.command("apply-plan")
+def apply_plan(
+    targets: Annotated[list[str], typer.Argument(help="Racks, servers, selectors (state=, tag=) or all: their server ports.")],
+    force: Annotated[bool, typer.Option("--force", help="Also touch ports of servers in service.")] = False,
+    save: Annotated[bool, typer.Option("--save", help="Save each switch's configuration after verified changes.")] = False,
+    dry_run: DryRunOpt = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Put every switch port of the target servers on the VLANs the cabling plan gives."""
+    from fleetctl.cli.bmcrun import resolve
+    from fleetctl.cli.common import conn
+    from fleetctl.workflows.network import port_plan
+
+    servers = resolve(targets)
+    with conn() as c:
+        plan = port_plan(c, servers={s.name for s in servers})
+    if not plan:
+        typer.echo("the plan cables no switch port to these servers")
+        return
+    switches = _resolve_switches(sorted(plan))
+    work = {sw: [(p.port, p.config(), p.who) for p in wants] for sw, wants in plan.items()}
+    _change_ports(switches, work, label=" ".join(targets), kind="switch.apply-plan", force=force, save=save, dry_run=dry_run, output=output)
+
+
+def _change_ports(switches: list, work: dict, *, label: str, kind: str, force: bool, save: bool, dry_run: bool,  # type: ignore[type-arg]
+                  output: Format) -> None:  # fmt: skip
+    """Carry out port changes switch by switch (switches in parallel); one row per port."""
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+    from fleetctl.errors import FleetError
+    from fleetctl.workflows.network import protected_ports
+    from fleetctl.workflows.switch import run
+
+    with conn() as c:
+        protected = protected_ports(c)
+
+    def operation(sw):  # type: ignore[no-untyped-def]
+        results = []
+        for port, wanted, who in work.get(sw.name, []):
+            try:
+                ch = sw.apply_port_change(port, wanted, dry_run=dry_run, protected=protected.get(sw.name, set()), force=force)
+                results.append({"port": port, "who": who, "change": ch})
+            except FleetError as e:  # one refused port does not stop the others
+                results.append({"port": port, "who": who, "error": str(e)})
+        if save and not dry_run and any("change" in r and r["change"].applied and r["change"].verified for r in results):
+            sw.save_config()
+        return results
+
+    outcomes = run(switches, operation, kind=kind, target_label=label, args={"dry_run": dry_run, "force": force})
+    rows, bad = [], 0
+    for o in outcomes:
+        if not o.ok:
+            rows.append({"switch": o.server, "port": None, "for": None, "diff": None, "result": "error", "message": o.error})
+            bad += 1
+            continue
+        for r in o.value:
+            ch = r.get("change")
+            if ch is None:
+                rows.append({"switch": o.server, "port": r["port"], "for": r["who"], "diff": None, "result": "refused", "message": r["error"]})
+                bad += 1
+                continue
+            diff = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in ch.diff.items()) or "(as planned)"
+            if dry_run:
+                result = "would change" if ch.diff else "ok"
+            elif not ch.diff:
+                result = "ok"
+            elif ch.ok:
+                result = "changed"
+            else:
+                result = "rolled back" if ch.rolled_back else ("session dropped" if ch.session_dropped else "not verified")
+                bad += 1
+            rows.append({"switch": o.server, "port": r["port"], "for": r["who"], "diff": diff, "result": result, "message": ch.message or None})
+    emit(rows, output, columns=["switch", "port", "for", "diff", "result", "message"],
+         styles={"result": lambda v: {"changed": "green", "ok": "green", "would change": "yellow"}.get(v, "bold red")})  # fmt: skip
+    from fleetctl.cli.bmcrun import tally
+
+    tally(outcomes, output, problems=bad, what="ports not as planned")
+    if bad or any(not o.ok for o in outcomes):
+        raise typer.Exit(1)
+
+
+@app.command("verify-cabling")
+def verify_cabling(
+    targets: SwitchTargetsArg,
+    snmp: Annotated[bool, typer.Option("--snmp", help="Read LLDP neighbours over SNMP (LLDP-MIB) instead of the CLI.")] = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Compare LLDP neighbours with the cabling plan: miscabled, missing, unexpected (exit 1 if any)."""
+    from types import SimpleNamespace
+
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+    from fleetctl.workflows.network import compare_lldp, expected_neighbours
+
+    switches = _resolve_switches(targets)
+    with conn() as c:
+        expected = expected_neighbours(c, {s.name for s in switches})
+    if snmp:
+        results = _poll(switches, what=("lldp",))
+        neighbours = {
+            r.target: [SimpleNamespace(local_port=n.local_port, remote_system=n.remote_sysname, remote_port=n.remote_port_id)
+                       for n in r.lldp] for r in results if r.ok}  # fmt: skip
+        from fleetctl.workflows.bmc import Outcome
+
+        outcomes = [Outcome(r.target, r.ok, None, r.error) for r in results]
+    else:
+        from fleetctl.workflows.switch import run
+
+        outcomes = run(switches, lambda sw: sw.get_lldp_neighbors(), kind="switch.lldp", target_label=" ".join(targets))
+        neighbours = {o.server: o.value for o in outcomes if o.ok}
+    rows, problems = [], 0
+    for o in outcomes:
+        if not o.ok:
+            rows.append({"switch": o.server, "port": None, "finding": "error", "expected": None, "found": None, "message": o.error})
+            continue
+        rep = compare_lldp(o.server, expected.get(o.server, {}), neighbours[o.server])
+        problems += rep.problems
+        for kind, items in (("miscabled", rep.miscabled), ("missing", rep.missing), ("unexpected", rep.unexpected)):
+            for it in items:
+                rows.append({"switch": o.server, "port": it["port"], "finding": kind, "expected": it.get("expected"), "found": it.get("found"), "message": None})
+        if output != Format.table:
+            rows += [{"switch": o.server, "port": p, "finding": "ok", "expected": None, "found": None, "message": None} for p in rep.ok]
+        elif not rep.problems:
+            rows.append({"switch": o.server, "port": f"{len(rep.ok)} ports", "finding": "ok", "expected": None, "found": None, "message": None})
+    emit(rows, output, columns=["switch", "port", "finding", "expected", "found", "message"],
+         styles={"finding": lambda v: "green" if v == "ok" else "bold red" if v == "error" else "yellow"})  # fmt: skip
+    _finish(outcomes, output, problems=problems, what="cabling findings")
+
+
+def _poll(switches: list, what: tuple[str, ...]) -> list:  # type: ignore[type-arg]
+    from fleetctl.errors import FleetError
+    from fleetctl.plugins import load_driver
+    from fleetctl.targets import snmp_targets
+
+    targets, unreachable = snmp_targets(switches)
+    snmp = load_driver("snmp", "pysnmp")
+    results = {r.target: r for r in (snmp.poll_many_sync(targets, what=what) if targets else [])}
+    if unreachable and not results:
+        first = next(iter(unreachable.items()))
+        raise FleetError(f"{first[0]}: {first[1]}")
+    from types import SimpleNamespace
+
+    out = []
+    for s in switches:
+        if s.name in results:
+            out.append(results[s.name])
+        else:
+            out.append(SimpleNamespace(target=s.name, ok=False, error=unreachable.get(s.name, "not polled"), lldp=[], interfaces=[]))
+    return out
+
+
+@app.command("poll")
+def poll(
+    targets: SwitchTargetsArg,
+    interval: Annotated[float, typer.Option(help="Seconds between two polls for rates (0: one poll, counters only).")] = 5.0,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Poll switches over SNMP: port status against the plan, errors, traffic rates, reboots."""
+    import time
+
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+    from fleetctl.plugins import load_driver
+    from fleetctl.workflows.network import expected_neighbours
+
+    switches = _resolve_switches(targets)
+    with conn() as c:
+        cabled = {sw: set(ports) for sw, ports in expected_neighbours(c, {s.name for s in switches}).items()}
+    first = _poll(switches, what=("if", "sensors"))
+    second = None
+    if interval > 0:
+        time.sleep(interval)
+        second = {r.target: r for r in _poll(switches, what=("if", "sensors"))}
+    snmp = load_driver("snmp", "pysnmp")
+    rows, problems = [], 0
+    for r in first:
+        cur = second.get(r.target, r) if second else r
+        if not cur.ok:
+            rows.append({"switch": r.target, "ok": False, "error": cur.error})
+            problems += 1
+            continue
+        rates = snmp.rates(r, cur) if second and r.ok else None
+        want_up = cabled.get(r.target, set())
+        by_name = {i.name: i for i in cur.interfaces}
+        down = sorted(p for p in want_up if p in by_name and not by_name[p].oper_up)
+        unknown = sorted(p for p in want_up if p not in by_name)
+        errs = []
+        if rates and rates.interfaces:
+            errs = [f"{i.name} {i.in_errors_ps:.1f}/s" for i in rates.interfaces if i.in_errors_ps]
+        hot = [f"{s.name} {s.oper_status}" for s in cur.sensors if str(s.oper_status) not in ("ok", "unknown")]
+        rebooted = bool(rates and rates.rebooted)
+        problem = bool(down or unknown or errs or hot or rebooted)
+        problems += problem
+        top = sorted((i for i in (rates.interfaces if rates else [])), key=lambda i: -(i.in_bps or 0))[:3]
+        rows.append({
+            "switch": r.target, "ok": not problem, "uptime_s": (cur.sys_uptime_ticks or 0) // 100,
+            "ports_up": sum(1 for i in cur.interfaces if i.oper_up), "ports": len(cur.interfaces),
+            "planned_down": down, "errors": errs, "sensors": hot, "rebooted": rebooted,
+            "busiest": [f"{i.name} {((i.in_bps or 0) / 1e6):.1f} Mb/s" for i in top],
+            "error": None,
+        })  # fmt: skip
+    if output == Format.table:
+        emit([{**x, **{k: ", ".join(x[k]) for k in ("planned_down", "errors", "sensors", "busiest") if k in x}} for x in rows], output,
+             columns=["switch", "ok", "uptime_s", "ports_up", "ports", "planned_down", "errors", "sensors", "rebooted", "busiest", "error"],
+             styles={"ok": lambda v: "green" if v else "bold red"})  # fmt: skip
+    else:
+        emit(rows, output)
+    if problems:
+        raise typer.Exit(1)

@@ -16,6 +16,15 @@ object ``{"servers": [...], "generate": {"n": 100, ...}, "config": {...}}``
                           "fingerprint": "sha256:...", "flavour": "hpe",
                           "system_id": "1"}}}
 
+With switches in the spec (``"switches": [LabSwitchSpec ...]``, optional
+``"switch_config": {SwitchLabConfig fields}``) the daemon also runs the switch
+lab (``fleetctl.lab.switch``) and lab.json gains::
+
+     "switch_control_url": "http://127.0.0.1:40001",
+     "switches": {"leaf-1": {"ssh": "127.110.0.1:22", "snmp": "127.110.0.1:161",
+                             "community": "public@leaf-1", "platform": "sonic",
+                             "device_type": "edgecore_sonic", "username": "admin"}}
+
 It never holds a password. SIGTERM or SIGINT stop it cleanly; lab.json is
 removed on the way out. Logs go to stderr (``lab_up`` sends them to
 ``DIR/lab.log``).
@@ -74,15 +83,41 @@ def load_spec_file(path: Path, state_dir: Path) -> tuple[list[Any], Any]:
         config = LabConfig.model_validate({**raw.get("config", {}), "state_dir": str(state_dir)})
     except (ValidationError, TypeError) as e:
         raise InputError(f"invalid lab spec: {e}", location=str(path)) from e
-    if not specs:
+    if not specs and not raw.get("switches"):
         raise InputError("the lab spec names no servers", location=str(path))
     return specs, config
 
 
-async def _serve(specs: list[Any], config: Any, state_dir: Path) -> None:
+def load_switch_spec(path: Path, state_dir: Path) -> tuple[list[Any], Any]:
+    """The switch part of a spec file: (LabSwitchSpec list, SwitchLabConfig). Raises InputError."""
+    from pydantic import ValidationError
+
+    from fleetctl.lab.switch.spec import LabSwitchSpec, SwitchLabConfig
+
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read lab spec: {e}", location=str(path)) from e
+    if not isinstance(raw, dict) or not raw.get("switches"):
+        return [], None
+    try:
+        switches = [LabSwitchSpec.model_validate(s) for s in raw["switches"]]
+        sw_config = SwitchLabConfig.model_validate({**raw.get("switch_config", {}), "state_dir": str(state_dir)})
+    except (ValidationError, TypeError) as e:
+        raise InputError(f"invalid lab spec: {e}", location=str(path)) from e
+    return switches, sw_config
+
+
+async def _serve(specs: list[Any], config: Any, state_dir: Path, switches: list[Any] | None = None,
+                 switch_config: Any = None) -> None:  # fmt: skip
     from fleetctl.lab.bmc.server import BMCLab
 
     lab = BMCLab(specs, config)
+    swlab = None
+    if switches:
+        from fleetctl.lab.switch.server import SwitchLab
+
+        swlab = SwitchLab(switches, switch_config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -90,12 +125,16 @@ async def _serve(specs: list[Any], config: Any, state_dir: Path) -> None:
     await lab.start()
     out = state_dir / LAB_JSON
     try:
-        _write_json(out, {"pid": os.getpid(), **lab.status()})
-        log.info("lab ready: %d BMCs, control %s", len(specs), lab.control_url)
+        if swlab is not None:
+            await swlab.start()
+        _write_json(out, {"pid": os.getpid(), **lab.status(), **(swlab.status() if swlab else {})})
+        log.info("lab ready: %d BMCs, %d switches, control %s", len(specs), len(switches or []), lab.control_url)
         await stop.wait()
         log.info("lab stopping")
     finally:
         out.unlink(missing_ok=True)
+        if swlab is not None:
+            await swlab.stop()
         await lab.stop()
 
 
@@ -128,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     args.state_dir.mkdir(parents=True, exist_ok=True)
     try:
         specs, config = load_spec_file(args.spec, args.state_dir)
-        asyncio.run(_serve(specs, config, args.state_dir))
+        switches, switch_config = load_switch_spec(args.spec, args.state_dir)
+        asyncio.run(_serve(specs, config, args.state_dir, switches, switch_config))
     except FleetError as e:
         log.error("%s", e)
         return e.exit_code
@@ -183,6 +223,8 @@ def lab_up(
     *,
     config: dict[str, Any] | Any | None = None,
     timeout: float = 120.0,
+    switches: list[Any] | None = None,
+    switch_config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Start the lab daemon detached and wait until it is ready.
 
@@ -192,6 +234,8 @@ def lab_up(
             lab.log and the certificate cache go here.
         config: ``LabConfig`` or a dict of its fields (``state_dir`` is forced).
         timeout: seconds to wait for lab.json.
+        switches: ``LabSwitchSpec`` objects (or dicts) for the switch lab, if any.
+        switch_config: ``SwitchLabConfig`` fields for the switch lab.
 
     Returns: ``lab_status(state_dir)``.
     Raises: FleetError if a lab already runs there or the daemon fails.
@@ -212,8 +256,14 @@ def lab_up(
     servers = [(s if isinstance(s, LabServerSpec) else LabServerSpec.model_validate(s)).model_dump(mode="json") for s in specs]
     spec_path = sd / SPEC_JSON
     fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    spec_doc: dict[str, Any] = {"servers": servers, "config": cfg}
+    if switches:
+        from fleetctl.lab.switch.spec import LabSwitchSpec
+
+        spec_doc["switches"] = [(s if isinstance(s, LabSwitchSpec) else LabSwitchSpec.model_validate(s)).model_dump(mode="json") for s in switches]
+        spec_doc["switch_config"] = {k: v for k, v in dict(switch_config or {}).items() if k != "state_dir"}
     with os.fdopen(fd, "w") as fh:
-        json.dump({"servers": servers, "config": cfg}, fh)
+        json.dump(spec_doc, fh)
     logf = open(sd / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child
     try:
         proc = subprocess.Popen(

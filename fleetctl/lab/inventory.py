@@ -10,6 +10,8 @@ the inventory is rewritten, so `lab down` leaves it as it was.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -20,6 +22,7 @@ from sqlalchemy import select
 from fleetctl.config import data_dir
 
 CREDENTIAL_FILE = "credential"
+log = logging.getLogger("fleetctl.lab")
 
 # Which Redfish dialect a lab BMC speaks, by the hardware model's vendor.
 FLAVOUR_BY_VENDOR = {
@@ -93,8 +96,15 @@ def specs_from_inventory(conn: Any, password: str, names: set[str] | None = None
 
 
 def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = True, config: dict[str, Any] | None = None,
-       state_dir: Path | None = None) -> dict[str, Any]:  # fmt: skip
-    """Start a lab BMC for every server of the inventory (or those named)."""
+       state_dir: Path | None = None, switches: bool = True, switch_config: dict[str, Any] | None = None,
+       port_vlans: str = "default") -> dict[str, Any]:  # fmt: skip
+    """Start a lab BMC for every server of the inventory (or those named).
+
+    With ``switches`` (the default) the lab also serves every EOS and SONiC
+    switch of the inventory (or those cabled to the named servers) over SSH
+    and SNMP; see ``fleetctl.lab.switch``. ``port_vlans`` says how server
+    ports start: "default" (unconfigured) or "plan".
+    """
     from fleetctl.errors import InputError
     from fleetctl.lab.daemon import lab_up
     from fleetctl.store import get_engine
@@ -111,6 +121,13 @@ def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = Tru
     password = _write_credential(sd)
     with get_engine(url).connect() as conn:
         specs = specs_from_inventory(conn, password, names)
+        sw_specs: list[Any] = []
+        if switches and importlib.util.find_spec("asyncssh") is None:
+            log.warning("lab: asyncssh is not installed; the lab serves no switches")
+        elif switches:
+            from fleetctl.lab.switch.inventory import switch_specs_from_inventory
+
+            sw_specs = switch_specs_from_inventory(conn, password, names, port_vlans=port_vlans)  # type: ignore[arg-type]
     if not specs:
         raise InputError("the inventory has no servers for the lab; import a site first (fleetctl inventory import)")
     from fleetctl.errors import FleetError
@@ -121,8 +138,9 @@ def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = Tru
     last: FleetError | None = None
     for second in range(10, 40):
         cfg = {"address_mode": "address", "base_address": f"127.{second}.0.1", "tls": tls, **(config or {})}
+        sw_cfg = {"base_address": f"127.{second + 100}.0.1", **(switch_config or {})}
         try:
-            return lab_up(specs, sd, config=cfg, timeout=300)
+            return lab_up(specs, sd, config=cfg, timeout=300, switches=sw_specs or None, switch_config=sw_cfg)
         except FleetError as e:
             if "already in use" not in str(e) or "base_address" in (config or {}):
                 raise
@@ -151,3 +169,14 @@ def overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
 
     st = lab_status(sd, probe=False)
     return st.get("servers", {}) if st.get("running") else {}
+
+
+def switch_overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """{switch name: {ssh, snmp, community, platform}} of a running lab, or {}."""
+    sd = state_dir or lab_dir()
+    if not (sd / "lab.json").exists():
+        return {}
+    from fleetctl.lab.daemon import lab_status
+
+    st = lab_status(sd, probe=False)
+    return st.get("switches", {}) if st.get("running") else {}

@@ -92,6 +92,10 @@ def protected_ports(conn: Any) -> dict[str, set[str]]:
 class Expected:
     system: str
     ports: set[str]  # any of these is the right far-end port (name or MAC)
+    label: str = ""  # how to show it: the NIC or port name
+
+    def __str__(self) -> str:
+        return f"{self.system}:{self.label or sorted(self.ports)[0]}"
 
 
 def expected_neighbours(conn: Any, switches: set[str]) -> dict[str, dict[str, Expected]]:
@@ -101,12 +105,12 @@ def expected_neighbours(conn: Any, switches: set[str]) -> dict[str, dict[str, Ex
         if c.server is not None:
             if c.switch in switches:
                 far = {c.nic} | ({c.mac, c.mac.replace(":", "")} if c.mac else set())
-                out.setdefault(c.switch, {})[c.port] = Expected(c.server, far)
+                out.setdefault(c.switch, {})[c.port] = Expected(c.server, far, c.nic)
         elif c.peer:
             if c.switch in switches:
-                out.setdefault(c.switch, {})[c.port] = Expected(c.peer, {c.peer_port})
+                out.setdefault(c.switch, {})[c.port] = Expected(c.peer, {c.peer_port}, c.peer_port)
             if c.peer in switches:
-                out.setdefault(c.peer, {})[c.peer_port] = Expected(c.switch, {c.port})
+                out.setdefault(c.peer, {})[c.peer_port] = Expected(c.switch, {c.port}, c.port)
     return out
 
 
@@ -136,7 +140,7 @@ def compare_lldp(switch: str, expected: dict[str, Expected], neighbours: list[An
     for port, want in sorted(expected.items()):
         n = seen.get(port)
         if n is None:
-            report.missing.append({"port": port, "expected": f"{want.system}:{sorted(want.ports)[0]}"})
+            report.missing.append({"port": port, "expected": str(want)})
             continue
         system_ok = _norm(n.remote_system) == _norm(want.system)
         port_ok = (n.remote_port or "").lower() in {p.lower() for p in want.ports}
@@ -144,7 +148,7 @@ def compare_lldp(switch: str, expected: dict[str, Expected], neighbours: list[An
             report.ok.append(port)
         else:
             report.miscabled.append({
-                "port": port, "expected": f"{want.system}:{sorted(want.ports)[0]}",
+                "port": port, "expected": str(want),
                 "found": f"{n.remote_system}:{n.remote_port}",
             })  # fmt: skip
     for port, n in sorted(seen.items()):

@@ -31,10 +31,13 @@ def run(
     from fleetctl.store import tables as T
     from fleetctl.targets import switch_targets
 
+    from fleetctl.models import Job
+
     engine = get_engine(url)
     with engine.begin() as conn:
+        # The model's table (not the light one) knows its primary key.
         job_id = conn.execute(
-            insert(T.job).values(kind=kind, target=target_label, state="running", actor=actor(), args=args or {}, created_at=utcnow())
+            insert(Job.__table__).values(kind=kind, target=target_label, state="running", actor=actor(), args=args or {}, created_at=utcnow())
         ).inserted_primary_key[0]
     targets, unreachable = switch_targets(switches)
     outcomes: dict[str, Outcome] = {n: Outcome(n, False, error=why) for n, why in unreachable.items()}
@@ -45,7 +48,7 @@ def run(
     with engine.begin() as conn:
         # Steps of switch jobs carry the switch in their output (job_step.server_id is for servers).
         rows = [
-            {"job_id": job_id, "server_id": None, "name": f"{kind} {o.server}", "state": "succeeded" if o.ok else "failed",
+            {"job_id": job_id, "server_id": None, "name": f"{kind} {o.server}", "state": "succeeded" if o.ok else "failed", "attempt": 1,
              "started_at": now - timedelta(seconds=o.elapsed), "finished_at": now, "error": o.error,
              "output": _dump(o.value) if o.ok else None}  # fmt: skip
             for o in outcomes.values()

@@ -23,7 +23,9 @@ def lab(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-
     r = cli("lab", "up", "--power-transition", "0.2", *sum((["--server", n] for n in RACK12[:6] + RACK12[-1:]), []))
     assert r.code == 0, r.err
     yield lab_doc(tmp_path / "lab")
-    cli("lab", "down")
+    # A test may have pointed FLEETCTL_LAB_DIR elsewhere; stop this lab by its own folder.
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
+    assert cli("lab", "down").code == 0
 
 
 def test_power_on_is_idempotent_and_never_cycles(lab, cli):  # type: ignore[no-untyped-def]
