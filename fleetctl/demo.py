@@ -85,7 +85,7 @@ def main() -> None:
     sh("board", "set", "MN2B-01012010", "--state", "suspect", "--reason", "ECC errors seen", env=env)
     sh("events", "list", "--limit", "5", env=env)
 
-    step("6. The lab: one simulated BMC per server (HTTPS, its own certificate each)")
+    step("6. The lab: a simulated BMC per server (HTTPS, its own certificate each) and every switch")
     env["FLEETCTL_LAB_DIR"] = str(demo_dir / "lab")
     subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
     try:
@@ -93,13 +93,24 @@ def main() -> None:
         sh("server", "inspect", "rack-12", env=env)
         sh("power", "on", "rack-12", env=env, tail=5)
         sh("power", "on", "mn-tyo1-r12-01", env=env)
-        sh("firmware", "list", "gpu-tyo1-r12-17", env=env, tail=6)
+        sh("firmware", "list", "gpu-tyo1-r12-17", env=env, tail=6, expect=1)  # the GPUs are off their vbios baseline
         sh("bios", "set", "mn-tyo1-r12-01", "--set", "ProcTurboMode=Disabled", "--apply", env=env)
         print("\nA BMC starts failing, a board goes missing from the inventory; the sweep goes on:")
         sh("lab", "fault", "mn-tyo1-r12-05", "--set", "error_rate=1", env=env)
         sh("board", "remove", "MN2B-01012071", "--reason", "demo: pretend the record was lost", env=env, tail=1)
         sh("server", "inspect", "mn-tyo1-r12-04", "mn-tyo1-r12-05", "mn-tyo1-r12-06", env=env, expect=1)
         sh("server", "list", "--rack", "rack-12", "--state", "inspected", env=env, tail=4)
+
+        print("\nThe rack's switches (the lab's EOS and SONiC over SSH, SNMP agents beside them):")
+        sh("switch", "facts", "rack-12", env=env)
+        sh("switch", "apply-plan", "rack-12", "--dry-run", env=env, tail=4)
+        sh("switch", "apply-plan", "rack-12", "--save", env=env, tail=4)
+        sh("switch", "verify-cabling", "rack-12", env=env)
+        print("\nSomeone swaps two cables and a link starts taking CRC errors:")
+        sh("lab", "fault", "leaf-tyo1-r12-a", "--port", "Ethernet3", "--set", "miscabled=true", env=env, tail=0)
+        sh("lab", "fault", "leaf-tyo1-r12-a", "--port", "Ethernet8", "--set", "crc=120", env=env, tail=0)
+        sh("switch", "verify-cabling", "leaf-tyo1-r12-a", env=env, expect=1)
+        sh("switch", "poll", "leaf-tyo1-r12-a", "--interval", "2", env=env, expect=1)
     finally:
         subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
 
