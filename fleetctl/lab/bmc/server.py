@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from fleetctl.lab.threads import LoopProxy, serve_in_thread
 from fleetctl.errors import FleetError, InputError
 from fleetctl.lab.bmc.certs import ensure_cert, server_context
 from fleetctl.lab.bmc.resources import dispatch, error_body, session_doc
@@ -398,16 +399,8 @@ class BMCLab:
 # --- running in a thread (tests) ---------------------------------------------------------
 
 
-class ThreadedLab:
+class ThreadedLab(LoopProxy):
     """A lab running in its own thread and event loop; thread-safe proxies."""
-
-    def __init__(self, lab: BMCLab, loop: asyncio.AbstractEventLoop) -> None:
-        self.lab = lab
-        self.loop = loop
-
-    @property
-    def control_url(self) -> str:
-        return self.lab.control_url
 
     @property
     def state_dir(self) -> Path | None:
@@ -422,14 +415,6 @@ class ThreadedLab:
     def fingerprint_of(self, name: str) -> str:
         return self.lab.fingerprint_of(name)
 
-    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run ``fn(*args, **kwargs)`` on the lab's loop and return its result."""
-
-        async def run() -> Any:
-            return fn(*args, **kwargs)
-
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
-
     def set_fault(self, name: str, **faults: Any) -> dict[str, Any]:
         return self.call(self.lab.set_fault, name, **faults)
 
@@ -439,9 +424,6 @@ class ThreadedLab:
     def counters(self, name: str) -> dict[str, Any]:
         return self.call(self.lab.counters, name)
 
-    def status(self) -> dict[str, Any]:
-        return self.call(self.lab.status)
-
 
 @contextlib.contextmanager
 def run_lab_in_thread(specs: Iterable[LabServerSpec], config: LabConfig | None = None, *, timeout: float = 120.0) -> Iterator[ThreadedLab]:
@@ -450,35 +432,5 @@ def run_lab_in_thread(specs: Iterable[LabServerSpec], config: LabConfig | None =
     ``with run_lab_in_thread(specs, LabConfig(power_transition_s=0.1)) as lab:``
     """
     lab = BMCLab(specs, config)
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    failure: list[BaseException] = []
-
-    def main() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_until_complete(lab.start())
-        except BaseException as e:  # reported to the caller's thread
-            failure.append(e)
-            ready.set()
-            loop.close()
-            return
-        ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.run_until_complete(lab.stop())
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-    thread = threading.Thread(target=main, name="fleetctl-lab", daemon=True)
-    thread.start()
-    if not ready.wait(timeout):
-        raise FleetError(f"lab did not start within {timeout:.0f}s")
-    if failure:
-        raise failure[0]
-    try:
+    with serve_in_thread(lab, name="fleetctl-lab", timeout=timeout) as loop:
         yield ThreadedLab(lab, loop)
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout)

@@ -23,6 +23,7 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from fleetctl.lab.threads import LoopProxy, serve_in_thread
 from fleetctl.errors import FleetError, InputError
 from fleetctl.lab.switch.snmp import (
     SnmpAgents,
@@ -381,25 +382,8 @@ def _ssh_server(sw: SimSwitch) -> Any:
 # --- running in a thread (tests) -----------------------------------------------------------------
 
 
-class ThreadedSwitchLab:
+class ThreadedSwitchLab(LoopProxy):
     """A switch lab on its own thread and event loop; thread-safe proxies."""
-
-    def __init__(self, lab: SwitchLab, loop: asyncio.AbstractEventLoop) -> None:
-        self.lab = lab
-        self.loop = loop
-
-    @property
-    def control_url(self) -> str:
-        return self.lab.control_url
-
-    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        async def run() -> Any:
-            return fn(*args, **kwargs)
-
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
-
-    def status(self) -> dict[str, Any]:
-        return self.call(self.lab.status)
 
     def switch_fault(self, name: str, port: str | None, fault: str, value: Any = True) -> dict[str, Any]:
         return self.call(self.lab.switch_fault, name, port, fault, value)
@@ -430,35 +414,5 @@ def run_switch_lab_in_thread(specs: Iterable[LabSwitchSpec], config: SwitchLabCo
                              timeout: float = 120.0) -> Iterator[ThreadedSwitchLab]:  # fmt: skip
     """Start a switch lab in a background thread; stop it when the block ends."""
     lab = SwitchLab(specs, config)
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    failure: list[BaseException] = []
-
-    def main() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_until_complete(lab.start())
-        except BaseException as e:  # noqa: BLE001 - reported to the caller's thread
-            failure.append(e)
-            ready.set()
-            loop.close()
-            return
-        ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.run_until_complete(lab.stop())
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-    thread = threading.Thread(target=main, name="fleetctl-switch-lab", daemon=True)
-    thread.start()
-    if not ready.wait(timeout):
-        raise FleetError(f"switch lab did not start within {timeout:.0f}s")
-    if failure:
-        raise failure[0]
-    try:
+    with serve_in_thread(lab, name="fleetctl-switch-lab", timeout=timeout) as loop:
         yield ThreadedSwitchLab(lab, loop)
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout)
