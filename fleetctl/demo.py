@@ -122,7 +122,7 @@ def main() -> None:
     ansible_inventory = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or shutil.which("ansible-inventory")
     script = inventory / "fleetctl.py"
     if ansible_inventory and script.exists():
-        print(f"\033[1m$ ansible-inventory -i inventory/fleetctl.py --graph accel_mncore2\033[0m", flush=True)
+        print("\033[1m$ ansible-inventory -i inventory/fleetctl.py --graph accel_mncore2\033[0m", flush=True)
         done = subprocess.run([ansible_inventory, "-i", str(script), "--graph", "accel_mncore2"], env=env,
                               capture_output=True, text=True, check=False)  # fmt: skip
         lines = done.stdout.splitlines()

@@ -62,7 +62,7 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
     after, before = plan.after, plan.before
     srv, sw, nic_t, board_t = T[Server], T[Switch], T[Nic], T[AcceleratorBoard]
     port_t, link_t, rack_t, site_t = T[SwitchPort], T[Link], T[Rack], T[Site]
-    hm, fb, tag_t, ru = T[HardwareModel], T[FirmwareBaseline], T[ServerTag], T[RackUnit]
+    hm, fb, tag_t = T[HardwareModel], T[FirmwareBaseline], T[ServerTag]
 
     # 1. removals and cables that change (re-inserted below)
     cable_out = [c.key for c in plan.changes if c.kind == "cable" and c.action in ("remove", "change")]

@@ -8,7 +8,6 @@ starts it; each test reads what the lab saw through its control endpoint, so
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import pytest
 

@@ -15,9 +15,8 @@ import importlib.util
 import ipaddress
 import logging
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Self
 

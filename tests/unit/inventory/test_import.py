@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from invtest_sites import BASE, replace_once
 from sqlalchemy import text
 

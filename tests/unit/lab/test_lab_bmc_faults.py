@@ -10,7 +10,7 @@ import urllib.request
 from typing import Any
 
 import pytest
-from lab_client_helpers import RF, assert_redfish_error
+from lab_client_helpers import assert_redfish_error
 
 
 def control(lab: Any, method: str, path: str, body: Any = None) -> tuple[int, Any]:

@@ -13,7 +13,6 @@ import ssl
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 from lab_client_helpers import RF
 
