@@ -18,9 +18,10 @@ def up(
     server: Annotated[list[str] | None, typer.Option("--server", help="Only these servers (repeatable).")] = None,
     http: Annotated[bool, typer.Option("--http", help="Plain HTTP instead of HTTPS (benchmarks).")] = False,
     power_transition: Annotated[float, typer.Option(help="Seconds a power transition takes.")] = 2.0,
+    generate: Annotated[int | None, typer.Option("--generate", help="Instead: N generated BMCs, not in the inventory (benchmarks, scale tests).")] = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Start one simulated BMC for every server in the inventory."""
+    """Start one simulated BMC for every server in the inventory (and its switches), or N generated ones."""
     from pathlib import Path
 
     from fleetctl.cli.output import emit_one
@@ -30,7 +31,10 @@ def up(
         from fleetctl.inventory.service import import_path
 
         import_path(Path(site))
-    st = lab.up(names=set(server) if server else None, tls=not http, config={"power_transition_s": power_transition})
+    config = {"power_transition_s": power_transition}
+    st = lab.up_generated(generate, tls=not http, config=config) if generate else lab.up(
+        names=set(server) if server else None, tls=not http, config=config
+    )
     summary = {"running": st["running"], "bmcs": st.get("count"), "control_url": st.get("control_url"),
                "state_dir": st.get("state_dir"), "pid": st.get("pid")}  # fmt: skip
     emit_one(summary, output)

@@ -148,6 +148,22 @@ def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = Tru
     raise last  # type: ignore[misc]
 
 
+def up_generated(count: int, *, tls: bool = True, config: dict[str, Any] | None = None, state_dir: Path | None = None) -> dict[str, Any]:
+    """Start ``count`` generated lab BMCs (MN-Core and GPU servers of every vendor flavour)."""
+    from fleetctl.errors import FleetError, InputError
+    from fleetctl.lab.bmc.spec import generate_specs
+    from fleetctl.lab.daemon import lab_status, lab_up
+
+    if count < 1:
+        raise InputError("--generate takes a positive number", field="--generate")
+    sd = state_dir or lab_dir()
+    if lab_status(sd, probe=False).get("running"):
+        raise FleetError(f"a lab is already running from {sd}; run `fleetctl lab down` first")
+    password = _write_credential(sd)
+    cfg = {"address_mode": "address", "base_address": "127.40.0.1", "tls": tls, **(config or {})}
+    return lab_up(generate_specs(count, password=password), sd, config=cfg, timeout=600)
+
+
 def down(state_dir: Path | None = None) -> dict[str, Any]:
     from fleetctl.lab.daemon import lab_down
 

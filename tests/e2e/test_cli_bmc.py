@@ -220,3 +220,17 @@ def test_health_reports_injected_faults_and_reads_logs_from_a_cursor(lab, cli): 
     assert first > 0
     again = {x["server"]: x for x in json.loads(cli("server", "health", "mn-tyo1-r12-02", "--logs", "--output", "json").out)}
     assert again["mn-tyo1-r12-02"]["new_log_entries"] == 0  # the cursor moved past what was read
+
+
+def test_lab_of_generated_bmcs(cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "genlab"))
+    r = cli("lab", "up", "--generate", "30", "--output", "json")
+    try:
+        assert r.code == 0, r.err
+        st = json.loads(cli("lab", "status", "--output", "json").out)
+        assert st["running"] and st["count"] == 30 and len(st["servers"]) == 30
+        assert cli("lab", "up", "--generate", "5").code == 1  # one lab per folder; the running one is untouched
+        assert json.loads(cli("lab", "status", "--output", "json").out)["count"] == 30
+    finally:
+        assert cli("lab", "down").code == 0
+    assert cli("lab", "status").code == 1
