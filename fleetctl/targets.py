@@ -185,7 +185,10 @@ def resolve_switches(conn: Any, targets: list[str]) -> list[SwitchRef]:
         elif any(r.site == t for r in rows):
             hit = [r for r in rows if r.site == t]
         else:
-            rack = resolve_rack(conn, t)
+            try:
+                rack = resolve_rack(conn, t)
+            except NotFound:
+                raise NotFound(f"no switch, rack or site named {t!r}") from None
             hit = [r for r in rows if r.rack_id == rack.id]
         if not hit:
             raise NotFound(f"no switches match {t!r}")

@@ -260,13 +260,18 @@ def _change_ports(switches: list, work: dict, *, label: str, kind: str, force: b
                 ch = sw.apply_port_change(port, wanted, dry_run=dry_run, protected=protected.get(sw.name, set()), force=force)
                 results.append({"port": port, "who": who, "change": ch})
             except FleetError as e:  # one refused port does not stop the others
-                results.append({"port": port, "who": who, "error": str(e)})
+                results.append({"port": port, "who": who, "error": str(e).replace("use force", "give --force")})
         if save and not dry_run and any("change" in r and r["change"].applied and r["change"].verified for r in results):
             sw.save_config()
         return results
 
-    outcomes = run(switches, operation, kind=kind, target_label=label, args={"dry_run": dry_run, "force": force})
-    rows, bad = [], 0
+    def judge(results: list) -> str | None:  # type: ignore[type-arg]
+        """The journal marks a switch failed when any of its ports was refused or not verified."""
+        bad = [r["port"] for r in results if "error" in r or not r["change"].ok]
+        return f"ports not changed: {', '.join(bad)}" if bad else None
+
+    outcomes = run(switches, operation, kind=kind, target_label=label, args={"dry_run": dry_run, "force": force}, judge=judge)
+    rows, bad, refused = [], 0, 0
     for o in outcomes:
         if not o.ok:
             rows.append({"switch": o.server, "port": None, "for": None, "diff": None, "result": "error", "message": o.error})
@@ -276,9 +281,9 @@ def _change_ports(switches: list, work: dict, *, label: str, kind: str, force: b
             ch = r.get("change")
             if ch is None:
                 rows.append({"switch": o.server, "port": r["port"], "for": r["who"], "diff": None, "result": "refused", "message": r["error"]})
-                bad += 1
+                refused += 1
                 continue
-            diff = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in ch.diff.items()) or "(as planned)"
+            diff = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in ch.diff.items()) or "(no change)"
             if dry_run:
                 result = "would change" if ch.diff else "ok"
             elif not ch.diff:
@@ -293,9 +298,13 @@ def _change_ports(switches: list, work: dict, *, label: str, kind: str, force: b
          styles={"result": lambda v: {"changed": "green", "ok": "green", "would change": "yellow"}.get(v, "bold red")})  # fmt: skip
     from fleetctl.cli.bmcrun import tally
 
-    tally(outcomes, output, problems=bad, what="ports not as planned")
+    tally(outcomes, output, problems=bad + refused, what=f"ports not changed ({refused} refused)" if refused else "ports not changed")
     if bad or any(not o.ok for o in outcomes):
         raise typer.Exit(1)
+    if refused:
+        # Only refusals (a protected port without --force, a VLAN the switch
+        # lacks): the request was wrong, nothing failed.
+        raise typer.Exit(2)
 
 
 @app.command("verify-cabling")
@@ -372,6 +381,7 @@ def _poll(switches: list, what: tuple[str, ...]) -> list:  # type: ignore[type-a
 def poll(
     targets: SwitchTargetsArg,
     interval: Annotated[float, typer.Option(help="Seconds between two polls for rates (0: one poll, counters only).")] = 5.0,
+    max_temp: Annotated[float, typer.Option(help="Flag a temperature sensor above this many degrees C.")] = 85.0,
     output: OutputOpt = Format.table,
 ) -> None:
     """Poll switches over SNMP: port status against the plan, errors, traffic rates, reboots."""
@@ -407,6 +417,9 @@ def poll(
         if rates and rates.interfaces:
             errs = [f"{i.name} {i.in_errors_ps:.1f}/s" for i in rates.interfaces if i.in_errors_ps]
         hot = [f"{s.name} {s.oper_status}" for s in cur.sensors if str(s.oper_status) not in ("ok", "unknown")]
+        # An agent may still call a hot ASIC "ok": the reading decides too.
+        hot += [f"{s.name} {s.value:.0f} C" for s in cur.sensors
+                if s.type == "celsius" and s.value is not None and s.value > max_temp and str(s.oper_status) in ("ok", "unknown")]  # fmt: skip
         rebooted = bool(rates and rates.rebooted)
         problem = bool(down or unknown or errs or hot or rebooted)
         problems += problem
@@ -414,7 +427,7 @@ def poll(
         rows.append({
             "switch": r.target, "ok": not problem, "uptime_s": (cur.sys_uptime_ticks or 0) // 100,
             "ports_up": sum(1 for i in cur.interfaces if i.oper_up), "ports": len(cur.interfaces),
-            "planned_down": down, "errors": errs, "sensors": hot, "rebooted": rebooted,
+            "planned_down": down + [f"{p} (absent)" for p in unknown], "errors": errs, "sensors": hot, "rebooted": rebooted,
             "busiest": [f"{i.name} {((i.in_bps or 0) / 1e6):.1f} Mb/s" for i in top],
             "error": None,
         })  # fmt: skip

@@ -22,8 +22,13 @@ def run(
     args: dict[str, Any] | None = None,
     concurrency: int = 16,
     url: str | None = None,
+    judge: Callable[[Any], str | None] | None = None,
 ) -> list[Outcome]:
-    """Run ``operation(switch)`` on each switch; one Outcome per switch, in order; a Job in the journal."""
+    """Run ``operation(switch)`` on each switch; one Outcome per switch, in order; a Job in the journal.
+
+    ``judge(value)`` may call a switch's step failed although the operation
+    returned (a port refused): the journal then says so, with the reason.
+    """
     from fleetctl.inventory.service import actor
     from fleetctl.models.base import utcnow
     from fleetctl.plugins import load_driver
@@ -47,19 +52,29 @@ def run(
     now = utcnow()
     with engine.begin() as conn:
         # Steps of switch jobs carry the switch in their output (job_step.server_id is for servers).
+        verdicts = {o.server: (judge(o.value) if o.ok and judge else None) for o in outcomes.values()}
         rows = [
-            {"job_id": job_id, "server_id": None, "name": f"{kind} {o.server}", "state": "succeeded" if o.ok else "failed", "attempt": 1,
-             "started_at": now - timedelta(seconds=o.elapsed), "finished_at": now, "error": o.error,
+            {"job_id": job_id, "server_id": None, "name": f"{kind} {o.server}",
+             "state": "succeeded" if o.ok and not verdicts[o.server] else "failed", "attempt": 1,
+             "started_at": now - timedelta(seconds=o.elapsed), "finished_at": now, "error": o.error or verdicts[o.server],
              "output": _dump(o.value) if o.ok else None}  # fmt: skip
             for o in outcomes.values()
         ]
         if rows:
             conn.execute(insert(T.job_step), rows)
-        failed = sum(1 for o in outcomes.values() if not o.ok)
+        failed = sum(1 for o in outcomes.values() if not o.ok or verdicts[o.server])
         conn.execute(update(T.job).where(T.job.c.id == job_id).values(
             state="failed" if failed else "succeeded", finished_at=utcnow(),
             error=f"{failed} of {len(switches)} failed" if failed else None))  # fmt: skip
     return [outcomes[s.name] for s in switches]
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "model_dump"):
+        return v.model_dump(mode="json")
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
 
 
 def _dump(value: Any) -> str | None:
@@ -67,7 +82,7 @@ def _dump(value: Any) -> str | None:
         return None
     try:
         if isinstance(value, list):
-            return json.dumps([v.model_dump(mode="json") if hasattr(v, "model_dump") else v for v in value], default=str)[:20000]
+            return json.dumps([_plain(v) for v in value], default=str)[:20000]
         if hasattr(value, "model_dump"):
             return json.dumps(value.model_dump(mode="json"), default=str)[:20000]
         return json.dumps(value, default=str)[:20000]
