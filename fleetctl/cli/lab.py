@@ -18,6 +18,7 @@ def up(
     server: Annotated[list[str] | None, typer.Option("--server", help="Only these servers (repeatable).")] = None,
     http: Annotated[bool, typer.Option("--http", help="Plain HTTP instead of HTTPS (benchmarks).")] = False,
     power_transition: Annotated[float, typer.Option(help="Seconds a power transition takes.")] = 2.0,
+    firmware_time: Annotated[float, typer.Option(help="Seconds a firmware update task takes.")] = 5.0,
     generate: Annotated[int | None, typer.Option("--generate", help="Instead: N generated BMCs, not in the inventory (benchmarks, scale tests).")] = None,
     output: OutputOpt = Format.table,
 ) -> None:
@@ -31,7 +32,7 @@ def up(
         from fleetctl.inventory.service import import_path
 
         import_path(Path(site))
-    config = {"power_transition_s": power_transition}
+    config = {"power_transition_s": power_transition, "firmware_update_s": firmware_time}
     st = lab.up_generated(generate, tls=not http, config=config) if generate else lab.up(
         names=set(server) if server else None, tls=not http, config=config
     )
