@@ -55,6 +55,38 @@ def show(
                                 "pending": json.dumps(v["pending"], sort_keys=True) if v["pending"] else ""})  # fmt: skip
 
 
+async def _stage_and_apply(bmc, wanted: dict[str, Any], apply: bool) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Stage what differs; with ``apply``, reset the server and verify the settings took."""
+    from fleetctl.errors import BMCError
+    from fleetctl.interfaces.bmc import PowerState
+
+    diff = await bmc.bios.verify(wanted)
+    if not diff:
+        return {"changed": [], "verified": True}
+    await bmc.bios.stage({k: wanted[k] for k in diff})
+    if not apply:
+        return {"changed": sorted(diff), "verified": None}
+    if await bmc.power.state() == PowerState.ON:
+        await bmc.power.restart(force=True)
+    else:
+        await bmc.power.on()
+    await bmc.power.wait_for(PowerState.ON, timeout=600)
+    left = await bmc.bios.verify(wanted)
+    if left:
+        raise BMCError(f"{bmc.target.name}: after the reset BIOS still differs: " +
+                       ", ".join(f"{k} is {h!r}, wanted {w!r}" for k, (w, h) in left.items()))  # fmt: skip
+    return {"changed": sorted(diff), "verified": True}
+
+
+def _describe_applied(v: dict[str, Any]) -> dict[str, Any]:
+    return {"changed": ", ".join(v["changed"]) or "(already set)",
+            "verified": {True: "yes", None: "at next reset"}.get(v["verified"], "no")}  # fmt: skip
+
+
+def _describe_plan(d: dict[str, Any]) -> dict[str, Any]:
+    return {"would_change": ", ".join(f"{k}: {h!r} -> {w!r}" for k, (w, h) in d.items()) or "(nothing)"}
+
+
 @app.command("set")
 def set_(
     targets: TargetsArg,
@@ -66,8 +98,6 @@ def set_(
 ) -> None:
     """Stage BIOS settings; with --apply, restart and verify they took."""
     from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
-    from fleetctl.errors import BMCError
-    from fleetctl.interfaces.bmc import PowerState
 
     wanted = _settings(settings)
     servers = resolve(targets)
@@ -78,27 +108,53 @@ def set_(
         return await bmc.bios.verify(wanted)
 
     async def op(bmc):  # type: ignore[no-untyped-def]
-        diff = await bmc.bios.verify(wanted)
-        if not diff:
-            return {"changed": [], "verified": True}
-        await bmc.bios.stage({k: wanted[k] for k in diff})
-        if not apply:
-            return {"changed": sorted(diff), "verified": None}
-        if await bmc.power.state() == PowerState.ON:
-            await bmc.power.restart(force=True)
-        else:
-            await bmc.power.on()
-        await bmc.power.wait_for(PowerState.ON, timeout=600)
-        left = await bmc.bios.verify(wanted)
-        if left:
-            raise BMCError(f"{bmc.target.name}: after the reset BIOS still differs: " +
-                           ", ".join(f"{k} is {h!r}, wanted {w!r}" for k, (w, h) in left.items()))  # fmt: skip
-        return {"changed": sorted(diff), "verified": True}
+        return await _stage_and_apply(bmc, wanted, apply)
 
     if dry_run:
-        execute(servers, plan, kind="bios.plan", targets=targets, output=output,
-                describe=lambda d: {"would_change": ", ".join(f"{k}: {h!r} -> {w!r}" for k, (w, h) in d.items()) or "(nothing)"})  # fmt: skip
+        execute(servers, plan, kind="bios.plan", targets=targets, output=output, describe=_describe_plan)
         return
     execute(servers, op, kind="bios.set", targets=targets, args={"settings": wanted, "apply": apply}, output=output,
-            describe=lambda v: {"changed": ", ".join(v["changed"]) or "(already set)",
-                                "verified": {True: "yes", None: "at next reset"}.get(v["verified"], "no")})  # fmt: skip
+            describe=_describe_applied)  # fmt: skip
+
+
+@app.command("apply-profile")
+def apply_profile(
+    targets: TargetsArg,
+    apply: Annotated[bool, typer.Option("--apply", help="Restart now to apply, then verify; otherwise staged for the next reset.")] = False,
+    allow_in_service: Annotated[bool, typer.Option("--allow-in-service", help="Also restart servers in service.")] = False,
+    dry_run: DryRunOpt = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Bring each server's BIOS to its hardware model's profile (bios_profiles: in the site files)."""
+    from sqlalchemy import select
+
+    from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
+    from fleetctl.cli.common import conn
+    from fleetctl.errors import InputError
+    from fleetctl.store import tables as T
+
+    servers = resolve(targets)
+    if apply:
+        refuse_in_service(servers, allow_in_service)
+    with conn() as c:
+        rows = c.execute(
+            select(T.server.c.name, T.hardware_model.c.name.label("model"), T.bios_profile.c.name.label("profile"), T.bios_profile.c.attributes)
+            .join(T.hardware_model, T.hardware_model.c.id == T.server.c.model_id)
+            .outerjoin(T.bios_profile, T.bios_profile.c.name == T.hardware_model.c.bios_profile)
+            .where(T.server.c.name.in_([s.name for s in servers]))
+        )
+        wanted = {r.name: dict(r.attributes or {}) for r in rows if r.profile}
+    missing = [s.name for s in servers if s.name not in wanted]
+    if missing:
+        raise InputError(f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}: the hardware model names no BIOS profile")
+
+    async def plan(bmc):  # type: ignore[no-untyped-def]
+        return await bmc.bios.verify(wanted[bmc.target.name])
+
+    async def op(bmc):  # type: ignore[no-untyped-def]
+        return await _stage_and_apply(bmc, wanted[bmc.target.name], apply)
+
+    if dry_run:
+        execute(servers, plan, kind="bios.plan", targets=targets, output=output, describe=_describe_plan)
+        return
+    execute(servers, op, kind="bios.profile", targets=targets, args={"apply": apply}, output=output, describe=_describe_applied)

@@ -22,6 +22,7 @@ from fleetctl.inventory.plan import Plan
 from fleetctl.inventory.schema import expand_ports
 from fleetctl.models import (
     AcceleratorBoard,
+    BiosProfile,
     Event,
     FirmwareBaseline,
     HardwareModel,
@@ -39,7 +40,7 @@ from fleetctl.models.base import utcnow
 
 T = {
     m: m.__table__  # type: ignore[attr-defined]
-    for m in (AcceleratorBoard, Event, FirmwareBaseline, HardwareModel, Link, Nic, Rack, RackUnit, Server, ServerTag, Site, Switch, SwitchPort)
+    for m in (AcceleratorBoard, BiosProfile, Event, FirmwareBaseline, HardwareModel, Link, Nic, Rack, RackUnit, Server, ServerTag, Site, Switch, SwitchPort)
 }
 
 
@@ -76,7 +77,15 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
         for i in range(0, len(keys), 5000):
             conn.execute(delete(table).where(table.c[col].in_(keys[i : i + 5000])))
 
-    # 2. models and their baselines
+    # 2. BIOS profiles, then models and their baselines
+    bp = T[BiosProfile]
+    for c in plan.of("bios_profile", "add") + plan.of("bios_profile", "change"):
+        p = after["bios_profile"][c.key]
+        values = {"name": p["name"], "description": p["description"], "attributes": p["attributes"]}
+        if c.action == "add":
+            conn.execute(insert(bp).values(**values))
+        else:
+            conn.execute(update(bp).where(bp.c.name == c.key).values(**values))
     for c in plan.of("model", "add") + plan.of("model", "change"):
         m = after["model"][c.key]
         values = {

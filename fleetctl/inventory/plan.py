@@ -14,7 +14,7 @@ from typing import Any
 
 from fleetctl.inventory.schema import CableSpec, ModelSpec, SiteSpec
 
-KINDS = ("model", "site", "rack", "server", "board", "switch", "cable")
+KINDS = ("bios_profile", "model", "site", "rack", "server", "board", "switch", "cable")
 
 
 @dataclass
@@ -130,15 +130,19 @@ def diff(
     after_models: dict[str, ModelSpec],
     after_sites: dict[str, SiteSpec],
     *,
+    before_profiles: dict[str, Any] | None = None,
+    after_profiles: dict[str, Any] | None = None,
     consume: bool = False,
 ) -> Plan:
     """The changes that turn ``before`` into ``after``.
 
-    Models are only added or changed, never removed: a model missing from the
-    files may still be used by a site that is not being imported.
+    Models and BIOS profiles are only added or changed, never removed: one
+    missing from the files may still be used by a site not being imported.
     """
     before = tables(before_models, before_sites, consume=consume)
     after = tables(after_models, after_sites, consume=consume)
+    before["bios_profile"] = {n: p.model_dump() for n, p in (before_profiles or {}).items()}
+    after["bios_profile"] = {n: p.model_dump() for n, p in (after_profiles or {}).items()}
     plan = Plan(before=before, after=after)
     for kind in KINDS:
         old, new = before[kind], after[kind]
@@ -158,7 +162,7 @@ def diff(
                     delta[name] = (prev.get(name), value)
             if delta:
                 plan.changes.append(Change("change", kind, key, delta))
-        if kind == "model":
+        if kind in ("model", "bios_profile"):
             continue
         for key in old:
             if key not in new:

@@ -73,9 +73,10 @@ def write_folder(inv: SiteFile, folder: Path, fmt: str = "yaml") -> list[Path]:
     ext = "yaml" if fmt == "yaml" else "json"
     data = to_document(inv)
     written = []
-    if data.get("models"):
+    if data.get("models") or data.get("bios_profiles"):
         p = folder / f"models.{ext}"
-        p.write_text(dump({"models": data["models"]}), encoding="utf-8")
+        head = {k: data[k] for k in ("bios_profiles", "models") if data.get(k)}
+        p.write_text(dump(head), encoding="utf-8")
         written.append(p)
     for site in data.get("sites", []):
         p = folder / f"site-{site['name']}.{ext}"

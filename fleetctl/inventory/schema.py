@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from ipaddress import ip_address
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -274,8 +274,24 @@ class SiteSpec(Strict):
     cabling: list[CableSpec] = Field(default_factory=list)
 
 
-class SiteFile(Strict):
-    """One file: hardware models, sites, or both."""
+class BiosProfileSpec(Strict):
+    """BIOS settings a hardware model's servers should have (attribute -> value)."""
 
+    name: Name
+    description: str | None = None
+    attributes: dict[str, str | bool | int | float] = Field(default_factory=dict)
+
+    @field_validator("attributes")
+    @classmethod
+    def _some(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if not v:
+            raise ValueError("a BIOS profile sets at least one attribute")
+        return v
+
+
+class SiteFile(Strict):
+    """One file: BIOS profiles, hardware models, sites, or any of them."""
+
+    bios_profiles: list[BiosProfileSpec] = Field(default_factory=list)
     models: list[ModelSpec] = Field(default_factory=list)
     sites: list[SiteSpec] = Field(default_factory=list)

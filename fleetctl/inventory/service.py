@@ -70,7 +70,8 @@ def _plan(conn: Any, sources: list[Any], files: list[Any]) -> Plan:
     warnings = check(desired)
     before_sites = {s.name: s for s in current.sites if s.name in desired.touched_sites}
     after_sites = {n: desired.sites[n] for n in desired.touched_sites}
-    plan = diff({m.name: m for m in current.models}, before_sites, desired.models, after_sites, consume=True)
+    plan = diff({m.name: m for m in current.models}, before_sites, desired.models, after_sites, consume=True,
+                before_profiles={p.name: p for p in current.bios_profiles}, after_profiles=desired.bios_profiles)
     plan.warnings = warnings
     return plan
 
@@ -121,7 +122,7 @@ def edit_site(
         site = SiteSpec(name=site_name)
     elif site is None:
         raise NotFound(f"no site named {site_name!r}")
-    doc = SiteFile.model_construct(models=[], sites=[site.model_copy(deep=True)])
+    doc = SiteFile.model_construct(bios_profiles=[], models=[], sites=[site.model_copy(deep=True)])
     mutate(doc)
     # Re-validate the edited site through the schema, as a file would be.
     from pydantic import ValidationError

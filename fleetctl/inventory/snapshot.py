@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from fleetctl.inventory.naming import natural_key
 from fleetctl.inventory.schema import (
+    BiosProfileSpec,
     BoardSpec,
     BoardsSpec,
     CableSpec,
@@ -32,6 +33,7 @@ from fleetctl.inventory.schema import (
     SwitchSpec,
 )
 from fleetctl.models import (
+    BiosProfile,
     AcceleratorBoard,
     FirmwareBaseline,
     HardwareModel,
@@ -215,8 +217,18 @@ def read_sites(conn: Connection, names: set[str] | None = None) -> list[SiteSpec
     return sites
 
 
+def read_bios_profiles(conn: Connection) -> list[BiosProfileSpec]:
+    t = _t(BiosProfile)
+    out = [
+        BiosProfileSpec.model_construct(name=r.name, description=r.description, attributes=dict(sorted((r.attributes or {}).items())))
+        for r in conn.execute(select(t))
+    ]
+    out.sort(key=lambda p: natural_key(p.name))
+    return out
+
+
 def read_inventory(conn: Connection, site_names: set[str] | None = None) -> SiteFile:
-    return SiteFile.model_construct(models=read_models(conn), sites=read_sites(conn, site_names))
+    return SiteFile.model_construct(bios_profiles=read_bios_profiles(conn), models=read_models(conn), sites=read_sites(conn, site_names))
 
 
 def _chunks(ids: list[int], size: int = 20000) -> list[list[int]]:

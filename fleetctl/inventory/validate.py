@@ -69,6 +69,7 @@ class Desired:
 
     models: dict[str, ModelSpec] = field(default_factory=dict)
     sites: dict[str, SiteSpec] = field(default_factory=dict)
+    bios_profiles: dict[str, Any] = field(default_factory=dict)
     touched_sites: set[str] = field(default_factory=set)
     # (site, file or None, its path in the file), for origins on demand
     placed: list[tuple[SiteSpec, Source | None, Loc]] = field(default_factory=list)
@@ -206,7 +207,15 @@ def merge(current: SiteFile, sources: list[Source], files: list[SiteFile]) -> De
     problems = Problems()
     model_seen: dict[str, Origin] = {}
     site_seen: dict[str, Origin] = {}
+    profile_seen: dict[str, Origin] = {}
     for source, sf in zip(sources, files, strict=True):
+        for i, prof in enumerate(sf.bios_profiles):
+            here = Origin(source, ("bios_profiles", i))
+            if prof.name in profile_seen:
+                problems.add(here.at("name"), f"BIOS profile {prof.name!r} is also defined at {profile_seen[prof.name].at()[0]}")
+                continue
+            profile_seen[prof.name] = here
+            desired.bios_profiles[prof.name] = prof
         for i, model in enumerate(sf.models):
             here = Origin(source, ("models", i))
             if model.name in model_seen:
@@ -228,6 +237,8 @@ def merge(current: SiteFile, sources: list[Source], files: list[SiteFile]) -> De
     for model in current.models:
         if model.name not in desired.models:
             desired.models[model.name] = model
+    for prof in current.bios_profiles:
+        desired.bios_profiles.setdefault(prof.name, prof)
     for site in current.sites:
         if site.name not in desired.sites:
             desired.sites[site.name] = site
@@ -249,6 +260,11 @@ def check(desired: Desired) -> list[str]:
         else:
             table[value] = what
 
+    for name, model in desired.models.items():
+        if model.bios_profile and model.bios_profile not in desired.bios_profiles:
+            where = desired.fixed.get(id(model))
+            problems.add(where.at("bios_profile") if where else ("inventory", "bios_profile"),
+                         f"model {name!r} names BIOS profile {model.bios_profile!r}, which is not defined (bios_profiles:)")  # fmt: skip
     # Sites kept from the store first: when a file clashes with them, the
     # problem is blamed on the file's line, which is what the operator edits.
     ordered = sorted(desired.sites.values(), key=lambda s: s.name in desired.touched_sites)

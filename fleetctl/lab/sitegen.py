@@ -48,6 +48,16 @@ MODELS: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
+BIOS_PROFILES: list[dict[str, Any]] = [
+    {"name": "mncore-hpc", "description": "MN-Core nodes: all four boards mapped, no PCIe power saving",
+     "attributes": {"Above4GDecoding": "Enabled", "PcieAspm": "Disabled", "SriovGlobalEnable": "Disabled",
+                    "ProcTurboMode": "Enabled", "WorkloadProfile": "HighPerformanceCompute"}},
+    {"name": "gpu-default", "description": "GPU nodes: IOMMU on for GPUDirect, performance power profile",
+     "attributes": {"Above4GDecoding": "Enabled", "IommuEnabled": True, "PowerRegulator": "StaticHighPerf",
+                    "ProcHyperthreading": "Enabled"}},
+]  # fmt: skip
+
+
 def _mac(site: int, rack: int, unit: int, nic: int) -> str:
     return f"02:fc:{site:02x}:{rack:02x}:{unit:02x}:{nic:02x}"
 
@@ -150,6 +160,7 @@ def example() -> dict[str, Any]:
         racks.append(rack)
         cabling += cables
     return {
+        "bios_profiles": BIOS_PROFILES,
         "models": MODELS,
         "sites": [{"name": site, "description": "Tokyo 1, hall B: MN-Core and GPU training racks",
                    "racks": racks, "cabling": cabling}],
@@ -190,7 +201,7 @@ def fleet(servers: int, per_rack: int = 40, sites: int = 1) -> dict[str, Any]:
                 cabling.append({"switch": leaf, "port": "Ethernet127", "peer": pair[k],
                                 "peer_port": f"Ethernet{(r - 1) % 120}", "vlans": [10, 100, 200], "mode": "trunk"})  # fmt: skip
         out_sites.append({"name": name, "racks": racks, "cabling": cabling})
-    return {"models": MODELS, "sites": out_sites}
+    return {"bios_profiles": BIOS_PROFILES, "models": MODELS, "sites": out_sites}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,7 +3,7 @@
 Importing this package registers every table on ``SQLModel.metadata``.
 """
 
-from fleetctl.models.hardware import FirmwareBaseline, HardwareModel
+from fleetctl.models.hardware import BiosProfile, FirmwareBaseline, HardwareModel
 from fleetctl.models.history import Event, Job, JobStep
 from fleetctl.models.network import Link, Switch, SwitchPort
 from fleetctl.models.server import AcceleratorBoard, Nic, Server, ServerTag
@@ -11,6 +11,7 @@ from fleetctl.models.site import Rack, RackUnit, Site
 
 __all__ = [
     "AcceleratorBoard",
+    "BiosProfile",
     "Event",
     "FirmwareBaseline",
     "HardwareModel",

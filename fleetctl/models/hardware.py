@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import CheckConstraint, UniqueConstraint
+from typing import Any
+
+from sqlalchemy import JSON, CheckConstraint, Column, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -34,6 +36,17 @@ class HardwareModel(SQLModel, table=True):
     # Switch models: the port names, as the range patterns the site file gave
     # (``Ethernet[1-64]``), newline separated; SwitchPort rows are expanded from it.
     ports: str | None = None
+
+
+class BiosProfile(SQLModel, table=True):
+    """BIOS attributes that hardware models name in ``bios_profile``."""
+
+    __tablename__ = "bios_profile"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, index=True)
+    description: str | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False, default=dict))
 
 
 class FirmwareBaseline(SQLModel, table=True):

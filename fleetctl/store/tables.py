@@ -7,6 +7,7 @@ from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, column, 
 
 __all__ = [
     "accelerator_board",
+    "bios_profile",
     "event",
     "firmware_baseline",
     "hardware_model",
@@ -34,6 +35,14 @@ accelerator_board = table(
     column("model", String()),
     column("firmware", JSON()),
     column("state", String()),
+)
+
+bios_profile = table(
+    "bios_profile",
+    column("id", Integer()),
+    column("name", String()),
+    column("description", String()),
+    column("attributes", JSON()),
 )
 
 event = table(

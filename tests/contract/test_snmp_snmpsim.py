@@ -43,11 +43,24 @@ def agent(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
     # an old agent: ifTable only (32-bit octets), no LLDP, no sensors
     old = [r for r in A.switch_records(A.SwitchSpec(name="old32", ports=4), what=("if",)) if not r[0].startswith(A.IFX_TABLE)]
     A.write_snmprec(data / "old32.snmprec", old)
+    # the same switch with every moving value pinned: two polls must read exactly the same
+    A.write_snmprec(data / "static01.snmprec", static(A.switch_records(SPEC)))
+    A.write_snmprec(data / "static32.snmprec", static(old))
     A.readiness_file(data)
     port = A.free_udp_port()
     sim = A.Snmpsim(data, [("127.0.0.1", port)], cache_dir=root / "cache", log_path=root / "snmpsim.log", v3=V3)
     with sim:
         yield port
+
+
+def static(records: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """snmprec records with ``:numeric`` (growing) values pinned at their initial value."""
+    out = []
+    for o, tag, value in records:
+        if tag.endswith(":numeric"):
+            tag, value = tag.split(":")[0], dict(kv.split("=") for kv in value.split(","))["initial"]
+        out.append((o, tag, value))
+    return out
 
 
 def v2c(port: int, community: str = "leaf01", **kw: object) -> SnmpTarget:
@@ -185,3 +198,47 @@ def test_many_targets_share_one_engine(agent: int) -> None:
     rs, engines = asyncio.run(run())
     assert all(r.ok and len(r.interfaces) == 64 for r in rs)
     assert engines == 1
+
+
+def test_counters_poll_reads_only_what_counters_need(agent: int) -> None:
+    async def run():  # type: ignore[no-untyped-def]
+        async with SnmpPoller() as p:
+            rs = await p.poll_many([v2c(agent)], what=("counters",))
+            return rs[0], p.requests
+
+    r, requests = asyncio.run(run())
+    assert r.ok, r.error
+    assert r.what == ["counters"] and r.warnings == [] and r.lldp == [] and r.sensors == []
+    assert (r.sys_name, [i.index for i in r.interfaces]) == ("leaf01", list(range(1, 65)))
+    for i in r.interfaces:
+        n = i.index
+        assert (i.name, i.descr, i.alias, i.admin_up, i.speed_mbps, i.last_change_ticks) == (SPEC.port_name(n), None, None, None, None, None)
+        assert i.oper_status is (OperStatus.UP if SPEC.oper_up(n) else OperStatus.DOWN)
+        assert (i.in_discards, i.out_discards, i.out_errors) == (SPEC.in_discards(n), SPEC.out_discards(n), SPEC.out_errors(n))
+        assert i.octets_bits == 64 and i.in_octets is not None and i.in_octets >= SPEC.in_initial(n)
+        assert i.out_octets is not None and i.out_octets >= SPEC.out_initial(n)
+    # GET (sysUpTime, sysName, ifNumber) + 8 GETBULKs of 8 columns x 8 rows + 1 of 8 x 1 (the row past the table)
+    assert requests == 10
+
+
+def test_counters_poll_of_an_old_agent_falls_back_to_ifDescr_and_32_bit(agent: int) -> None:
+    (r,) = poll_many_sync([v2c(agent, "old32")], what=("counters",))
+    assert r.ok, r.error
+    assert [(i.name, i.descr, i.octets_bits) for i in r.interfaces] == [(None, f"Ethernet{n}", 32) for n in range(1, 5)]
+    assert all(i.label == f"Ethernet{i.index}" and i.in_octets is not None and i.in_octets < 2**32 for i in r.interfaces)
+
+
+@pytest.mark.parametrize("what", [("counters",), ("if",), ("if", "lldp", "sensors"), ("lldp", "counters")])
+def test_ber_and_pysnmp_paths_give_the_same_results(agent: int, what: tuple[str, ...]) -> None:
+    async def run(via: str):  # type: ignore[no-untyped-def]
+        async with SnmpPoller(v2c=via) as p:
+            return await p.poll_many([v2c(agent, "static01"), v2c(agent, "static32")], what=what)
+
+    ours, theirs = asyncio.run(run("ber")), asyncio.run(run("pysnmp"))
+    skip = {"polled_at", "duration_s"}
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.ok and b.ok, (a.error, b.error)
+        da, db = a.model_dump(exclude=skip), b.model_dump(exclude=skip)
+        for field in da:
+            assert da[field] == db[field], (a.target, field)
+    assert len(ours[0].interfaces) == 64

@@ -261,3 +261,15 @@ def test_firmware_update_in_waves_is_idempotent_and_halts_on_failure(lab, cli): 
     assert [x["result"] for x in json.loads(r.out)] == ["at baseline"]
     assert counters(lab, "gpu-tyo1-r12-19")["firmware_flashes"] == flashed
     assert cli("firmware", "list", "gpu-tyo1-r12-19").code == 0
+
+
+def test_bios_apply_profile_brings_servers_to_their_models_profile(lab, cli):  # type: ignore[no-untyped-def]
+    r = cli("bios", "apply-profile", "mn-tyo1-r12-01", "gpu-tyo1-r12-19", "--dry-run", "--output", "json")
+    assert r.code == 0, r.out
+    plan = {x["server"]: x["would_change"] for x in json.loads(r.out)}
+    assert "WorkloadProfile" in plan["mn-tyo1-r12-01"] and "PowerRegulator" in plan["gpu-tyo1-r12-19"]
+    r = cli("bios", "apply-profile", "mn-tyo1-r12-01", "gpu-tyo1-r12-19", "--apply", "--output", "json")
+    assert r.code == 0, r.out
+    assert {x["verified"] for x in json.loads(r.out)} == {"yes"}
+    r = cli("bios", "apply-profile", "mn-tyo1-r12-01", "gpu-tyo1-r12-19", "--dry-run", "--output", "json")
+    assert {x["would_change"] for x in json.loads(r.out)} == {"(nothing)"}

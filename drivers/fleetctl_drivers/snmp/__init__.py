@@ -1,8 +1,13 @@
-"""SNMP poller for switches (pysnmp 7, asyncio): IF-MIB, LLDP-MIB, ENTITY-SENSOR-MIB.
+"""SNMP poller for switches (asyncio): IF-MIB, LLDP-MIB, ENTITY-SENSOR-MIB.
+
+SNMPv2c goes through fleetctl's own BER codec (``ber``, ``v2c``) on one
+shared UDP socket; SNMPv3 (and v2c agents the strict decoder refuses) through
+pysnmp 7.
 
 Public API::
 
     results = await poll_many(targets, what=("if", "lldp", "sensors"), concurrency=100)
+    results = await poll_many(targets, what=("counters",))  # IF-MIB traffic/error counters only
     results = poll_many_sync(targets)            # no event loop (the CLI)
     r = rates(previous_result, current_result)   # pure, wrap-safe
 

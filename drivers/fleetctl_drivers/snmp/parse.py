@@ -33,6 +33,7 @@ def oid(text: str) -> Oid:
 # --------------------------------------------------------------------------
 SYS_UPTIME = oid("1.3.6.1.2.1.1.3.0")
 SYS_NAME = oid("1.3.6.1.2.1.1.5.0")
+IF_NUMBER = oid("1.3.6.1.2.1.2.1.0")
 
 IF_ENTRY = oid("1.3.6.1.2.1.2.2.1")
 IF_DESCR = IF_ENTRY + (2,)
@@ -73,6 +74,10 @@ ENT_SENSOR_UNITS = ENT_SENSOR_ENTRY + (6,)
 
 # What each part of a poll walks. The 32-bit octet columns are walked only
 # when an agent has no 64-bit ones (see the poller).
+#
+# ``counters`` is the part of ``if`` a traffic/error poll needs (8 columns
+# instead of 13: names, oper status, octets, errors, discards); interfaces
+# are named by ifName, or ifDescr (walked only when the agent has no ifName).
 COLUMNS: dict[str, tuple[Oid, ...]] = {
     "if": (
         IF_DESCR,
@@ -88,6 +93,16 @@ COLUMNS: dict[str, tuple[Oid, ...]] = {
         IF_HC_OUT_OCTETS,
         IF_HIGH_SPEED,
         IF_ALIAS,
+    ),
+    "counters": (
+        IF_NAME,
+        IF_OPER_STATUS,
+        IF_HC_IN_OCTETS,
+        IF_HC_OUT_OCTETS,
+        IF_IN_ERRORS,
+        IF_OUT_ERRORS,
+        IF_IN_DISCARDS,
+        IF_OUT_DISCARDS,
     ),
     "lldp": (
         LLDP_LOC_PORT_ID,
@@ -109,7 +124,8 @@ COLUMNS: dict[str, tuple[Oid, ...]] = {
     ),
 }
 IF_32BIT_OCTETS = (IF_IN_OCTETS, IF_OUT_OCTETS, IF_SPEED)
-WHAT = tuple(COLUMNS)
+IF_32BIT_COUNTERS = (IF_IN_OCTETS, IF_OUT_OCTETS)  # the fallback of a counters poll (no speed)
+WHAT = ("if", "lldp", "sensors")  # the default poll; "counters" is a subset of "if"
 
 
 # --------------------------------------------------------------------------
