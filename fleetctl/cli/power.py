@@ -33,20 +33,70 @@ def status(targets: TargetsArg, output: OutputOpt = Format.table) -> None:
 
 
 @app.command("on")
-def on(targets: TargetsArg, dry_run: DryRunOpt = False, output: OutputOpt = Format.table) -> None:
-    """Power servers on; a server that is already on is left alone (never cycled)."""
-    from fleetctl.cli.bmcrun import execute, resolve
+def on(
+    targets: TargetsArg,
+    stagger: Annotated[float, typer.Option(help="Seconds between two power-ons in one rack (spreads inrush).")] = 1.0,
+    dry_run: DryRunOpt = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Power servers on, staggered per rack and within each rack's power budget.
+
+    A server that is already on is left alone (never cycled). Servers that are
+    on, or that cannot be read, count at their model's peak draw; a server
+    that would take its rack over budget is not started (exit 1).
+    """
+    import asyncio
+
+    from fleetctl.cli.bmcrun import execute, resolve, run_with_progress
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+    from fleetctl.interfaces.bmc import PowerState
+    from fleetctl.targets import resolve as resolve_targets
+    from fleetctl.workflows.power import plan_power_on, power_figures
 
     servers = resolve(targets)
+    with conn() as c:
+        by_server, budgets, members = power_figures(c, [s.name for s in servers])
+        rack_members = resolve_targets(c, sorted({n for ms in members.values() for n, _ in ms}))
+
+    async def state(bmc):  # type: ignore[no-untyped-def]
+        return await bmc.power.state()
+
+    states = {o.server: (o.value if o.ok else None) for o in run_with_progress(rack_members, state, kind="power.status",
+                                                                             targets=targets, output=output)}  # fmt: skip
+    drawing = {s.name for s in rack_members if states.get(s.name) != PowerState.OFF}
+    already_on = {rack: [(n, p) for n, p in ms if n in drawing] for rack, ms in members.items()}
+    to_start = [(s.name, *by_server[s.name]) for s in servers if s.name not in drawing]
+    plan = plan_power_on(to_start, already_on=already_on, budgets=budgets, stagger_s=stagger)
+    refused = [p for p in plan.slots if p.start_s is None]
     if dry_run:
-        return _dry(servers, "power on")
+        rows = [{"server": p.server, "rack": p.rack, "start_s": p.start_s, "peak_w": p.peak_w,
+                 "action": "would power on" if p.start_s is not None else "refused", "reason": p.reason} for p in plan.slots]  # fmt: skip
+        rows += [{"server": s.name, "rack": by_server[s.name][0], "start_s": None, "peak_w": by_server[s.name][1],
+                  "action": "already on" if states.get(s.name) == PowerState.ON else f"state {states.get(s.name)}", "reason": None}
+                 for s in servers if s.name in drawing]  # fmt: skip
+        emit(rows, output, columns=["server", "rack", "start_s", "peak_w", "action", "reason"])
+        if refused:
+            raise typer.Exit(1)
+        return
+    start = {p.server: p.start_s for p in plan.slots if p.start_s is not None}
+    go = [s for s in servers if s.name in start or s.name in drawing]
 
     async def op(bmc):  # type: ignore[no-untyped-def]
+        delay = start.get(bmc.target.name)
+        if delay:
+            await asyncio.sleep(delay)
         return await bmc.power.on()
 
-    execute(servers, op, kind="power.on", targets=targets, output=output,
-            describe=lambda sent: {"action": "powered on" if sent else "already on"},
-            columns=["server", "ok", "action", "error", "elapsed"])  # fmt: skip
+    try:
+        execute(go, op, kind="power.on", targets=targets, args={"stagger": stagger}, output=output,
+                describe=lambda sent: {"action": "powered on" if sent else "already on"},
+                columns=["server", "ok", "action", "error", "elapsed"])  # fmt: skip
+    finally:
+        if refused:
+            emit([{"server": p.server, "rack": p.rack, "reason": p.reason} for p in refused], output, title="Not started")
+    if refused:
+        raise typer.Exit(1)
 
 
 @app.command("off")

@@ -273,3 +273,29 @@ def test_bios_apply_profile_brings_servers_to_their_models_profile(lab, cli):  #
     assert {x["verified"] for x in json.loads(r.out)} == {"yes"}
     r = cli("bios", "apply-profile", "mn-tyo1-r12-01", "gpu-tyo1-r12-19", "--dry-run", "--output", "json")
     assert {x["would_change"] for x in json.loads(r.out)} == {"(nothing)"}
+
+
+def test_power_on_is_staggered_and_keeps_the_rack_within_budget(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    rack13 = [f"mn-tyo1-r13-{i:02d}" for i in range(1, 9)]
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab13"))
+    assert cli("rack", "set", "rack-13", "--power-budget", "5000").code == 0  # room for 3 servers at 1600 W peak
+    assert cli("lab", "up", "--power-transition", "0.2", *sum((["--server", n] for n in rack13), [])).code == 0
+    try:
+        doc = lab_doc(tmp_path / "lab13")
+        r = cli("power", "on", "rack-13", "--stagger", "0.4", "--output", "json")
+        assert r.code == 1  # five servers could not be started
+        started = [n for n in rack13 if counters(doc, n)["power_on"] == 1]
+        assert len(started) == 3
+        # The lab's own record of when each server drew power: never over budget, starts spread out.
+        spans = [(t["on"], t["off"]) for n in rack13 for t in counters(doc, n)["power_timeline"]]
+        starts = sorted(on for on, _ in spans)
+        assert all(b - a >= 0.35 for a, b in zip(starts, starts[1:])), starts
+        for t in starts:
+            drawing = sum(1 for on, off in spans if on <= t and (off is None or off > t))
+            assert drawing * 1600 <= 5000
+        # Nothing more can start until the budget is raised; then the rest go.
+        assert cli("rack", "set", "rack-13", "--power-budget", "16000").code == 0
+        assert cli("power", "on", "rack-13", "--stagger", "0", "--output", "json").code == 0
+        assert all(counters(doc, n)["power_on"] == 1 for n in rack13)  # and nobody twice
+    finally:
+        assert cli("lab", "down").code == 0
