@@ -44,10 +44,12 @@ def test_power_on_is_idempotent_and_never_cycles(lab, cli):  # type: ignore[no-u
 
 
 def test_dry_run_changes_nothing_on_the_bmc(lab, cli):  # type: ignore[no-untyped-def]
-    before = counters(lab, "mn-tyo1-r12-03")["requests"]
-    r = cli("power", "on", "mn-tyo1-r12-03", "--dry-run")
-    assert r.code == 0 and "would power on mn-tyo1-r12-03" in r.out
-    assert counters(lab, "mn-tyo1-r12-03")["requests"] == before
+    r = cli("power", "on", "mn-tyo1-r12-03", "--dry-run", "--output", "json")
+    assert r.code == 0, r.out
+    [row] = json.loads(r.out)
+    assert row["server"] == "mn-tyo1-r12-03" and row["action"] == "would power on" and row["start_s"] == 0.0
+    c = counters(lab, "mn-tyo1-r12-03")
+    assert c["power_on"] == 0 and c["power_state"] == "Off"  # read, never changed
 
 
 def test_inspect_matches_and_moves_to_inspected(lab, cli):  # type: ignore[no-untyped-def]
