@@ -99,6 +99,19 @@ def on(
         raise typer.Exit(1)
 
 
+def _disruptive(targets: list[str], *, verb: str, kind: str, allow_in_service: bool, dry_run: bool, output: Format,
+                op, describe, args: dict | None = None) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """Off, cycle, restart: refuse servers in service, honour --dry-run, run and summarise."""
+    from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
+
+    servers = resolve(targets)
+    refuse_in_service(servers, allow_in_service)
+    if dry_run:
+        return _dry(servers, verb)
+    execute(servers, op, kind=kind, targets=targets, args=args, output=output, describe=describe,
+            columns=["server", "ok", "action", "error", "elapsed"])  # fmt: skip
+
+
 @app.command("off")
 def off(
     targets: TargetsArg,
@@ -108,37 +121,25 @@ def off(
     output: OutputOpt = Format.table,
 ) -> None:
     """Shut servers down (gracefully unless --force)."""
-    from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
-
-    servers = resolve(targets)
-    refuse_in_service(servers, allow_in_service)
-    if dry_run:
-        return _dry(servers, "force off" if force else "shut down")
 
     async def op(bmc):  # type: ignore[no-untyped-def]
         return await bmc.power.off(force=force)
 
-    execute(servers, op, kind="power.off", targets=targets, args={"force": force}, output=output,
-            describe=lambda sent: {"action": "powering off" if sent else "already off"},
-            columns=["server", "ok", "action", "error", "elapsed"])  # fmt: skip
+    _disruptive(targets, verb="force off" if force else "shut down", kind="power.off", allow_in_service=allow_in_service,
+                dry_run=dry_run, output=output, op=op, args={"force": force},
+                describe=lambda sent: {"action": "powering off" if sent else "already off"})  # fmt: skip
 
 
 @app.command("cycle")
 def cycle(targets: TargetsArg, allow_in_service: AllowOpt = False, dry_run: DryRunOpt = False, output: OutputOpt = Format.table) -> None:
     """Power-cycle servers (off, then on)."""
-    from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
-
-    servers = resolve(targets)
-    refuse_in_service(servers, allow_in_service)
-    if dry_run:
-        return _dry(servers, "power-cycle")
 
     async def op(bmc):  # type: ignore[no-untyped-def]
         await bmc.power.cycle()
         return "cycled"
 
-    execute(servers, op, kind="power.cycle", targets=targets, output=output,
-            describe=lambda v: {"action": v}, columns=["server", "ok", "action", "error", "elapsed"])  # fmt: skip
+    _disruptive(targets, verb="power-cycle", kind="power.cycle", allow_in_service=allow_in_service, dry_run=dry_run,
+                output=output, op=op, describe=lambda v: {"action": v})  # fmt: skip
 
 
 @app.command("restart")
@@ -150,16 +151,10 @@ def restart(
     output: OutputOpt = Format.table,
 ) -> None:
     """Restart servers (forced unless --graceful)."""
-    from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
-
-    servers = resolve(targets)
-    refuse_in_service(servers, allow_in_service)
-    if dry_run:
-        return _dry(servers, "restart")
 
     async def op(bmc):  # type: ignore[no-untyped-def]
         await bmc.power.restart(force=not graceful)
         return "restarted"
 
-    execute(servers, op, kind="power.restart", targets=targets, output=output,
-            describe=lambda v: {"action": v}, columns=["server", "ok", "action", "error", "elapsed"])  # fmt: skip
+    _disruptive(targets, verb="restart", kind="power.restart", allow_in_service=allow_in_service, dry_run=dry_run,
+                output=output, op=op, describe=lambda v: {"action": v})  # fmt: skip
