@@ -98,13 +98,17 @@ def _hosts(conn: Any, name: str | None = None) -> dict[str, dict[str, Any]]:
             accel_kinds.add(r.board_kind)
         accel = sorted(accel_kinds)
         server_tags = sorted(tags[r.id])
+        # What the playbooks' device checks expect, from the hardware model.
+        expected = {}
+        if r.board_kind and r.board_count:
+            expected["fleetctl_expected_gpus" if r.board_kind == "gpu" else "fleetctl_expected_boards"] = r.board_count
         hosts[r.name] = {
             "vars": {
                 "fleetctl_kind": "server", "fleetctl_role": "server", "fleetctl_serial": r.serial,
                 "fleetctl_site": r.site, "fleetctl_rack": r.rack, "fleetctl_position": r.position,
                 "fleetctl_state": r.state, "fleetctl_model": r.model, "fleetctl_bmc_url": _public_url(r.bmc_url),
                 "fleetctl_accelerators": accel, "fleetctl_macs": dict(sorted(macs[r.id].items())),
-                "fleetctl_tags": server_tags,
+                "fleetctl_tags": server_tags, **expected,
             },  # fmt: skip
             "groups": [group_name("site", r.site), group_name("rack", r.rack), "role_server", group_name("state", r.state)]
             + [group_name("accel", k) for k in accel]
