@@ -89,11 +89,15 @@ def main() -> None:
     env["FLEETCTL_LAB_DIR"] = str(demo_dir / "lab")
     subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
     try:
-        sh("lab", "up", "--power-transition", "1", env=env)
+        sh("lab", "up", "--power-transition", "1", "--firmware-time", "0.5", env=env)
         sh("server", "inspect", "rack-12", env=env)
         sh("power", "on", "rack-12", env=env, tail=5)
         sh("power", "on", "mn-tyo1-r12-01", env=env)
         sh("firmware", "list", "gpu-tyo1-r12-17", env=env, tail=6, expect=1)  # the GPUs are off their vbios baseline
+        sh("firmware", "update", "gpu-tyo1-r12-17", "gpu-tyo1-r12-18", "--image-base", "http://127.0.0.1:9/fw",
+           "--canary", "1", "--batch", "1", env=env, tail=4)  # fmt: skip
+        sh("firmware", "list", "gpu-tyo1-r12-17", env=env, tail=3)
+        sh("bios", "apply-profile", "rack-12", "--dry-run", env=env, tail=4)
         sh("bios", "set", "mn-tyo1-r12-01", "--set", "ProcTurboMode=Disabled", "--apply", env=env)
         print("\nA BMC starts failing, a board goes missing from the inventory; the sweep goes on:")
         sh("lab", "fault", "mn-tyo1-r12-05", "--set", "error_rate=1", env=env)
