@@ -236,7 +236,8 @@ class SnmpPoller:
                 raise SnmpPollError("auth", f"{target.host}:{target.port} refused the credentials: {error_indication}")
             raise SnmpPollError("protocol", f"{target.host}:{target.port}: {error_indication}")
         if error_status and int(error_status) != 0:
-            raise SnmpPollError("protocol", f"{target.host}:{target.port} answered {error_status.prettyPrint()} at varbind {int(error_index)}")
+            status = error_status.prettyPrint() if hasattr(error_status, "prettyPrint") else str(error_status)
+            raise SnmpPollError("protocol", f"{target.host}:{target.port} answered {status} at varbind {int(error_index)}")
         return [(tuple(o), v) for o, v in vbs]
 
     async def walk_columns(self, target: SnmpTarget, columns: Sequence[Oid], *, rows_hint: int | None = None) -> Columns:
@@ -444,7 +445,8 @@ def _plain(value: Any) -> object:
         return ".".join(str(x) for x in value)
     if isinstance(value, univ.Null):
         return None
-    return value.prettyPrint()
+    # Anything else pysnmp hands back: its own text if it has one, never a crash.
+    return value.prettyPrint() if hasattr(value, "prettyPrint") else str(value)
 
 
 async def poll_many(
