@@ -132,3 +132,54 @@ def remove(serial: str, dry_run: DryRunOpt = False, reason: ReasonOpt = None) ->
         spec.boards = [b for b in spec.boards if b.serial != serial]
 
     show_plan(edit_site(site_name, mutate, action="board.remove", dry_run=dry_run, reason=reason), dry_run=dry_run)
+
+
+@app.command("check")
+def check(
+    targets: Annotated[list[str], typer.Argument(help="Servers, racks, sites, selectors (state=, tag=, model=) or all.")],
+    output: OutputOpt = Format.table,
+) -> None:
+    """Quick accelerator check: expected boards present, full PCIe link, firmware at the baseline (exit 1 if not)."""
+    from sqlalchemy import select
+
+    from fleetctl.cli.bmcrun import resolve, run_with_progress, tally
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+    from fleetctl.store import tables as T
+    from fleetctl.workflows.accel import check as judge
+
+    servers = resolve(targets)
+    expect: dict[str, tuple[str | None, int]] = {}
+    baseline: dict[str, dict[str, str]] = {}
+    with conn() as c:
+        for r in c.execute(
+            select(T.server.c.name, T.hardware_model.c.board_kind, T.hardware_model.c.board_count, T.hardware_model.c.id)
+            .join(T.hardware_model, T.hardware_model.c.id == T.server.c.model_id)
+        ):
+            expect[r.name] = (r.board_kind, r.board_count)
+        for r in c.execute(
+            select(T.server.c.name, T.firmware_baseline.c.component, T.firmware_baseline.c.version)
+            .join(T.firmware_baseline, T.firmware_baseline.c.model_id == T.server.c.model_id)
+        ):
+            baseline.setdefault(r.name, {})[r.component] = r.version
+
+    async def op(bmc):  # type: ignore[no-untyped-def]
+        name = bmc.target.name
+        kind, count = expect.get(name, (None, 0))
+        return judge(await bmc.inventory.facts(), await bmc.firmware.inventory(), kind=kind, count=count,
+                     baseline=baseline.get(name, {}), server=name)  # fmt: skip
+
+    outcomes = run_with_progress(servers, op, kind="board.check", targets=targets, output=output)
+    rows = [
+        {"server": o.server, "ok": o.ok and not o.value.problems, "expected": o.value.expected if o.ok else None,
+         "found": o.value.found if o.ok else None, "problems": o.value.problems if o.ok else [], "error": o.error}  # fmt: skip
+        for o in outcomes
+    ]
+    if output == Format.table:
+        emit([{**r, "problems": "; ".join(r["problems"]) or ("none" if r["error"] is None else "")} for r in rows], output,
+             columns=["server", "ok", "expected", "found", "problems", "error"], styles={"ok": lambda v: "green" if v else "bold red"})  # fmt: skip
+        tally(outcomes, output, problems=sum(1 for r in rows if r["problems"]), what="with accelerator problems")
+    else:
+        emit(rows, output)
+    if any(not r["ok"] for r in rows):
+        raise typer.Exit(1)

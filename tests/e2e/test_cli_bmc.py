@@ -301,3 +301,17 @@ def test_power_on_is_staggered_and_keeps_the_rack_within_budget(example_loaded, 
         assert all(counters(doc, n)["power_on"] == 1 for n in rack13)  # and nobody twice
     finally:
         assert cli("lab", "down").code == 0
+
+
+def test_board_check_finds_degraded_links_and_firmware_off_baseline(lab, cli):  # type: ignore[no-untyped-def]
+    r = cli("board", "check", "mn-tyo1-r12-01", "--output", "json")
+    assert r.code == 0, r.out
+    assert json.loads(r.out)[0]["found"] == 4
+    degrade = 'pcie_degraded={"slot": 2, "lanes": 8, "gen": "Gen3"}'
+    assert cli("lab", "fault", "mn-tyo1-r12-01", "--set", degrade).code == 0
+    r = cli("board", "check", "mn-tyo1-r12-01", "gpu-tyo1-r12-19", "--output", "json")
+    assert r.code == 1
+    rows = {x["server"]: x for x in json.loads(r.out)}
+    assert rows["mn-tyo1-r12-01"]["problems"] == ["board MN2B-01012012 (slot 2): PCIe link Gen3 x8, expected Gen4 x16"]
+    gpu = rows["gpu-tyo1-r12-19"]["problems"]
+    assert len(gpu) == 8 and all("vbios: firmware 96.00.74.00.01, baseline 92.00.45.00.03" in p for p in gpu)
