@@ -22,7 +22,7 @@ def _settings(pairs: list[str]) -> dict[str, Any]:
     for p in pairs:
         name, sep, raw = p.partition("=")
         if not sep or not name:
-            raise InputError(f"--set {p!r}: expected NAME=VALUE", field="--set")
+            raise InputError(f"expected NAME=VALUE, got {p!r}", field="--set")
         try:
             value = json.loads(raw)
             if not isinstance(value, (int, float, bool)):
@@ -87,6 +87,23 @@ def _describe_plan(d: dict[str, Any]) -> dict[str, Any]:
     return {"would_change": ", ".join(f"{k}: {h!r} -> {w!r}" for k, (w, h) in d.items()) or "(nothing)"}
 
 
+def _bring_to(servers: list[Any], wanted_of: Any, *, apply: bool, dry_run: bool, kind: str, targets: list[str],
+              args: dict[str, Any], output: Format) -> None:  # fmt: skip
+    """Plan (--dry-run) or stage-and-apply ``wanted_of(server name)`` on every server."""
+    from fleetctl.cli.bmcrun import execute
+
+    async def plan(bmc):  # type: ignore[no-untyped-def]
+        return await bmc.bios.verify(wanted_of(bmc.target.name))
+
+    async def op(bmc):  # type: ignore[no-untyped-def]
+        return await _stage_and_apply(bmc, wanted_of(bmc.target.name), apply)
+
+    if dry_run:
+        execute(servers, plan, kind="bios.plan", targets=targets, output=output, describe=_describe_plan)
+        return
+    execute(servers, op, kind=kind, targets=targets, args=args, output=output, describe=_describe_applied)
+
+
 @app.command("set")
 def set_(
     targets: TargetsArg,
@@ -97,24 +114,14 @@ def set_(
     output: OutputOpt = Format.table,
 ) -> None:
     """Stage BIOS settings; with --apply, restart and verify they took."""
-    from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
+    from fleetctl.cli.bmcrun import refuse_in_service, resolve
 
     wanted = _settings(settings)
     servers = resolve(targets)
     if apply:
         refuse_in_service(servers, allow_in_service)
-
-    async def plan(bmc):  # type: ignore[no-untyped-def]
-        return await bmc.bios.verify(wanted)
-
-    async def op(bmc):  # type: ignore[no-untyped-def]
-        return await _stage_and_apply(bmc, wanted, apply)
-
-    if dry_run:
-        execute(servers, plan, kind="bios.plan", targets=targets, output=output, describe=_describe_plan)
-        return
-    execute(servers, op, kind="bios.set", targets=targets, args={"settings": wanted, "apply": apply}, output=output,
-            describe=_describe_applied)  # fmt: skip
+    _bring_to(servers, lambda _name: wanted, apply=apply, dry_run=dry_run, kind="bios.set", targets=targets,
+              args={"settings": wanted, "apply": apply}, output=output)  # fmt: skip
 
 
 @app.command("apply-profile")
@@ -128,7 +135,7 @@ def apply_profile(
     """Bring each server's BIOS to its hardware model's profile (bios_profiles: in the site files)."""
     from sqlalchemy import select
 
-    from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
+    from fleetctl.cli.bmcrun import refuse_in_service, resolve
     from fleetctl.cli.common import conn
     from fleetctl.errors import InputError
     from fleetctl.store import tables as T
@@ -138,7 +145,7 @@ def apply_profile(
         refuse_in_service(servers, allow_in_service)
     with conn() as c:
         rows = c.execute(
-            select(T.server.c.name, T.hardware_model.c.name.label("model"), T.bios_profile.c.name.label("profile"), T.bios_profile.c.attributes)
+            select(T.server.c.name, T.bios_profile.c.name.label("profile"), T.bios_profile.c.attributes)
             .join(T.hardware_model, T.hardware_model.c.id == T.server.c.model_id)
             .outerjoin(T.bios_profile, T.bios_profile.c.name == T.hardware_model.c.bios_profile)
             .where(T.server.c.name.in_([s.name for s in servers]))
@@ -147,14 +154,5 @@ def apply_profile(
     missing = [s.name for s in servers if s.name not in wanted]
     if missing:
         raise InputError(f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}: the hardware model names no BIOS profile")
-
-    async def plan(bmc):  # type: ignore[no-untyped-def]
-        return await bmc.bios.verify(wanted[bmc.target.name])
-
-    async def op(bmc):  # type: ignore[no-untyped-def]
-        return await _stage_and_apply(bmc, wanted[bmc.target.name], apply)
-
-    if dry_run:
-        execute(servers, plan, kind="bios.plan", targets=targets, output=output, describe=_describe_plan)
-        return
-    execute(servers, op, kind="bios.profile", targets=targets, args={"apply": apply}, output=output, describe=_describe_applied)
+    _bring_to(servers, wanted.__getitem__, apply=apply, dry_run=dry_run, kind="bios.profile", targets=targets,
+              args={"apply": apply}, output=output)  # fmt: skip

@@ -176,23 +176,22 @@ def status(state_dir: Path | None = None) -> dict[str, Any]:
     return lab_status(state_dir or lab_dir())
 
 
-def overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
-    """{server name: {url, fingerprint}} of a running lab, or {}."""
+def _running_section(section: str, state_dir: Path | None) -> dict[str, dict[str, Any]]:
+    """One section of a running lab's lab.json ({} when no lab runs); cheap when none exists."""
     sd = state_dir or lab_dir()
     if not (sd / "lab.json").exists():
         return {}
     from fleetctl.lab.daemon import lab_status
 
     st = lab_status(sd, probe=False)
-    return st.get("servers", {}) if st.get("running") else {}
+    return st.get(section, {}) if st.get("running") else {}
+
+
+def overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """{server name: {url, fingerprint}} of a running lab, or {}."""
+    return _running_section("servers", state_dir)
 
 
 def switch_overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
     """{switch name: {ssh, snmp, community, platform}} of a running lab, or {}."""
-    sd = state_dir or lab_dir()
-    if not (sd / "lab.json").exists():
-        return {}
-    from fleetctl.lab.daemon import lab_status
-
-    st = lab_status(sd, probe=False)
-    return st.get("switches", {}) if st.get("running") else {}
+    return _running_section("switches", state_dir)
