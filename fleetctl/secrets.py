@@ -106,3 +106,39 @@ def resolve(ref: str) -> Credential:
     if done.returncode != 0:
         raise SecretError(f"credential {ref}: command exited with {done.returncode}")
     return _parse_pair(done.stdout, f"credential {ref}")
+
+
+def resolve_token(ref: str) -> Secret:
+    """Read a single secret value (a join token, an API key) that ``ref`` points at.
+
+    ``env:NAME`` is the variable NAME itself; ``file:`` and ``cmd:`` give
+    their first non-empty line. The file must be owner-only, as for credentials.
+    """
+    validate_ref(ref)
+    scheme, _, rest = ref.partition(":")
+    if scheme == "env":
+        value = os.environ.get(rest)
+        if not value:
+            raise SecretError(f"secret {ref}: set {rest}")
+        return Secret(value.strip())
+    if scheme == "file":
+        path = Path(rest).expanduser()
+        try:
+            st = path.stat()
+        except OSError as e:
+            raise SecretError(f"secret {ref}: cannot read {path}: {e.strerror}") from e
+        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise SecretError(f"secret {ref}: {path} must be readable by its owner only (chmod 600)")
+        text = path.read_text()
+    else:
+        try:
+            done = subprocess.run(shlex.split(rest), capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise SecretError(f"secret {ref}: command failed to run: {e.__class__.__name__}") from e
+        if done.returncode != 0:
+            raise SecretError(f"secret {ref}: command exited with {done.returncode}")
+        text = done.stdout
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    if not line:
+        raise SecretError(f"secret {ref}: empty")
+    return Secret(line)

@@ -25,20 +25,29 @@ def list_(output: OutputOpt = Format.table) -> None:
 
 @app.command("show")
 def show(name: str, output: OutputOpt = Format.table) -> None:
-    """Show a site and its racks."""
+    """Show a site, its provisioning settings (defaults filled in) and its racks."""
     from fleetctl.cli.common import conn
     from fleetctl.cli.output import emit, emit_one
     from fleetctl.errors import NotFound
-    from fleetctl.inventory.queries import list_racks, list_sites
+    from fleetctl.inventory.queries import list_racks, list_sites, site_provisioning
 
     with conn() as c:
         site = next((s for s in list_sites(c) if s["name"] == name), None)
         if site is None:
             raise NotFound(f"no site named {name!r}")
+        site["provisioning"] = site_provisioning(c, name)
         site["racks"] = list_racks(c, site=name)
-    emit_one(site, output)
-    if output == Format.table:
-        emit(site["racks"], output, title="Racks", columns=["name", "row", "position", "height", "used_u", "servers", "switches", "peak_w", "power_budget"])
+    if output != Format.table:
+        emit_one(site, output)
+        return
+    prov = site.pop("provisioning")
+    emit_one(site if prov else {**site, "provisioning": "none"}, output)
+    if prov:
+        k8s = prov.pop("k8s") or {}
+        rows = [{"setting": k, "value": v} for k, v in prov.items()]
+        rows += [{"setting": f"k8s.{k}", "value": v} for k, v in k8s.items()]
+        emit(rows, output, title="Provisioning", columns=["setting", "value"])
+    emit(site["racks"], output, title="Racks", columns=["name", "row", "position", "height", "used_u", "servers", "switches", "peak_w", "power_budget"])
 
 
 @app.command("add")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetctl.inventory.schema import CableSpec, ModelSpec, SiteSpec
+from fleetctl.inventory.schema import CableSpec, ModelSpec, ProvisioningSpec, SiteSpec
 
 KINDS = ("bios_profile", "model", "site", "rack", "server", "board", "switch", "cable")
 
@@ -66,6 +66,16 @@ def cable_key(c: CableSpec) -> tuple[str, str]:
     return min((c.switch, c.port), (c.peer or "", c.peer_port or ""))
 
 
+def provisioning_row(s: SiteSpec) -> dict[str, Any] | None:
+    """A site's provisioning block as stored: only what differs from the defaults.
+
+    Kept minimal so that export, which leaves defaults out, writes back what
+    the file said, and a default that changes later applies to every site.
+    """
+    p = s.provisioning
+    return p.model_dump(mode="json", exclude_defaults=True) if p is not None else None
+
+
 def tables(
     models: dict[str, ModelSpec], sites: dict[str, SiteSpec], *, consume: bool = False
 ) -> dict[str, dict[Any, dict[str, Any]]]:
@@ -78,7 +88,7 @@ def tables(
     for m in models.values():
         t["model"][m.name] = m.model_dump()
     for s in sites.values():
-        t["site"][s.name] = {"description": s.description}
+        t["site"][s.name] = {"description": s.description, "provisioning": provisioning_row(s)}
         for r in s.racks:
             t["rack"][(s.name, r.name)] = {
                 "row": r.row, "position": r.position, "height": r.height, "power_budget": r.power_budget,
@@ -122,6 +132,25 @@ def tables(
 # Fields that are set on creation only, or kept when the new side leaves them out.
 _CREATE_ONLY = {"server": {"state"}, "board": {"state"}}
 _KEEP_IF_UNSET = {"server": {"fingerprint"}}
+# Mappings whose changes are shown key by key (``provisioning.vlan: 200 -> 210``),
+# so that one setting changed is not lost in a long line; a setting back at its
+# default shows the default. Apply writes them whole.
+_NESTED: dict[str, dict[str, type[Any]]] = {"site": {"provisioning": ProvisioningSpec}}
+
+
+def _nested_delta(name: str, old: Any, new: Any, spec: type[Any] | None = None) -> dict[str, tuple[Any, Any]]:
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return {name: (old, new)}  # a block added or removed: shown whole, as stored
+    if spec is not None:  # both sides in the spec's key order, defaults filled in
+        fields = spec.model_fields
+        keys = list(fields)
+        fill = {k: f.get_default(call_default_factory=True) for k, f in fields.items() if not f.is_required()}
+        old, new = ({k: d.get(k, fill.get(k)) for k in keys} for d in (old, new))
+    out: dict[str, tuple[Any, Any]] = {}
+    for k in [*new, *(k for k in old if k not in new)]:
+        if old.get(k) != new.get(k):
+            out.update(_nested_delta(f"{name}.{k}", old.get(k), new.get(k)))
+    return out
 
 
 def diff(
@@ -159,7 +188,10 @@ def diff(
                     fields[name] = prev.get(name)
                     continue
                 if prev.get(name) != value:
-                    delta[name] = (prev.get(name), value)
+                    if name in _NESTED.get(kind, {}):
+                        delta.update(_nested_delta(name, prev.get(name), value, _NESTED[kind][name]))
+                    else:
+                        delta[name] = (prev.get(name), value)
             if delta:
                 plan.changes.append(Change("change", kind, key, delta))
         if kind in ("model", "bios_profile"):

@@ -317,6 +317,43 @@ def list_sites(conn: Connection) -> list[dict[str, Any]]:
     return rows
 
 
+# ProvisioningSpec's defaults (fleetctl/inventory/schema.py), here so the read
+# path needs no pydantic; tests/unit/inventory/test_provisioning.py keeps them equal.
+PROVISIONING_DEFAULTS: dict[str, Any] = {
+    "image": None,
+    "firmware_images": None,
+    "firmware_template": "{base}/{id}-{version}.bin",
+    "install_timeout": 3600,
+    "ssh_user": "root",
+    "ssh_key": None,
+    "k8s": None,
+}
+PROVISIONING_KEYS = ("vlan", "boot", "image", "firmware_images", "firmware_template", "install_timeout",
+                     "ssh_user", "ssh_key", "k8s")  # fmt: skip
+
+
+def site_provisioning(conn: Connection, site_name: str) -> dict[str, Any] | None:
+    """A site's provisioning settings with the defaults filled in, or None when it has none.
+
+    Every key is present, in the site file's order: ``vlan`` (int), ``boot``
+    (``pxe``/``vmedia``), ``image``, ``firmware_images`` (URL or None),
+    ``firmware_template``, ``install_timeout`` (seconds), ``ssh_user``,
+    ``ssh_key`` (a path or None) and ``k8s`` (None or a dict of ``endpoint``,
+    ``token`` (a credential reference, unresolved) and ``ca_cert_hash``).
+    Raises NotFound when there is no such site.
+    """
+    row = conn.execute(select(site_t.c.provisioning).where(site_t.c.name == site_name)).first()
+    if row is None:
+        raise NotFound(f"no site named {site_name!r}")
+    stored = row.provisioning
+    if stored is None:
+        return None
+    merged = {**PROVISIONING_DEFAULTS, **stored}
+    if merged["k8s"] is not None:
+        merged["k8s"] = dict(merged["k8s"])
+    return {k: merged.get(k) for k in PROVISIONING_KEYS}
+
+
 def list_events(conn: Connection, *, limit: int = 50, name: str | None = None) -> list[dict[str, Any]]:
     q = select(event_t).order_by(event_t.c.id.desc()).limit(limit)
     if name:

@@ -11,7 +11,7 @@ from ipaddress import ip_address
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 Name = Annotated[str, Field(pattern=NAME_RE, max_length=63)]
@@ -267,9 +267,139 @@ class CableSpec(Strict):
         return self
 
 
+def _http_url(v: str, what: str) -> str:
+    """An http(s) URL with a host and no user or password in it."""
+    parts = urlsplit(v)
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{what} must not carry a user or password")
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise ValueError(f"{v!r} is not an http:// or https:// URL")
+    return v
+
+
+# Placeholders a firmware image URL template may use (fleetctl/workflows/firmware.py):
+# {base} firmware_images, {id} the BMC's component id, {component} the baseline's, {version}.
+FIRMWARE_TEMPLATE_FIELDS = ("base", "id", "component", "version")
+_POSIX_USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
+_HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$")
+
+
+class K8sJoinSpec(Strict):
+    """What a server needs to join a Kubernetes cluster (kubeadm join)."""
+
+    endpoint: str  # the API server, host:port
+    token: str  # a credential reference to the bootstrap token, never the token
+    ca_cert_hash: str  # sha256:<64 hex>, the cluster CA's public key pin
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]  # [IPv6]:port
+        ok_port = sep and port.isdigit() and 1 <= int(port) <= 65535
+        try:
+            ip_address(host)
+            ok_host = True
+        except ValueError:
+            ok_host = bool(_HOST_RE.match(host)) and len(host) <= 253
+        if not (ok_port and ok_host):
+            raise ValueError(f"{v!r} is not host:port (the API server, like k8s-api.tyo1.example:6443)")
+        return v
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, v: str) -> str:
+        from fleetctl.errors import SecretError
+        from fleetctl.secrets import validate_ref
+
+        try:
+            return validate_ref(v)
+        except SecretError:
+            # Not echoed: what was written may be the token itself.
+            raise ValueError(
+                "the join token must be a credential reference (env:PREFIX, file:PATH or cmd:COMMAND), never the token itself"
+            ) from None
+
+    @field_validator("ca_cert_hash")
+    @classmethod
+    def _hash(cls, v: str) -> str:
+        algo, sep, digits = v.partition(":")
+        if algo.lower() != "sha256" or not sep or not re.fullmatch(r"[0-9a-fA-F]{64}", digits):
+            raise ValueError("ca_cert_hash must be sha256:<64 hex digits> (as kubeadm prints it)")
+        return "sha256:" + digits.lower()
+
+
+class ProvisioningSpec(Strict):
+    """How a site installs its servers: network, boot, images, and what comes after.
+
+    Defaults here are also in fleetctl/inventory/queries.py (PROVISIONING_DEFAULTS),
+    which the read path uses without importing pydantic; a test keeps them equal.
+    """
+
+    vlan: Vlan  # the VLAN data ports sit on (access/native) during the OS install
+    boot: Literal["pxe", "vmedia"]  # one-time boot source for the install
+    # The install ISO; required for vmedia. validate_default: the check runs when it is left out.
+    image: str | None = Field(default=None, validate_default=True)
+    firmware_images: str | None = None  # base URL the BMCs fetch firmware images from
+    firmware_template: str = "{base}/{id}-{version}.bin"
+    install_timeout: Annotated[int, Field(ge=1)] = 3600  # seconds to wait for the installed OS
+    ssh_user: str = "root"
+    ssh_key: str | None = None  # path of the private key (never the key)
+    k8s: K8sJoinSpec | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None:
+            if info.data.get("boot") == "vmedia":
+                raise ValueError("boot: vmedia needs an image (the install ISO URL)")
+            return None
+        return _http_url(v, "an image URL")
+
+    @field_validator("firmware_images")
+    @classmethod
+    def _fw_base(cls, v: str | None) -> str | None:
+        return None if v is None else _http_url(v, "a firmware image URL").rstrip("/")
+
+    @field_validator("firmware_template")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        from string import Formatter
+
+        try:
+            names = [f for _, f, _, _ in Formatter().parse(v) if f is not None]
+        except ValueError as e:
+            raise ValueError(f"firmware_template {v!r}: {e}") from None
+        bad = [n for n in names if n not in FIRMWARE_TEMPLATE_FIELDS]
+        if bad:
+            allowed = " ".join("{" + n + "}" for n in FIRMWARE_TEMPLATE_FIELDS)
+            raise ValueError(f"firmware_template may use only {allowed}, not {{{bad[0]}}}")
+        return v
+
+    @field_validator("ssh_user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        if not _POSIX_USER_RE.match(v):
+            raise ValueError(f"{v!r} is not a user name")
+        return v
+
+    @field_validator("ssh_key")
+    @classmethod
+    def _key(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        if "\n" in v or "PRIVATE KEY" in v or v.startswith(("ssh-", "ecdsa-")):
+            raise ValueError("ssh_key is the path of the private key file, never the key itself")
+        if not v.startswith(("/", "~/")):
+            raise ValueError("ssh_key must be an absolute path (or start with ~/) of the private key file")
+        return v
+
+
 class SiteSpec(Strict):
     name: Name
     description: str | None = None
+    provisioning: ProvisioningSpec | None = None
     racks: list[RackSpec] = Field(default_factory=list)
     cabling: list[CableSpec] = Field(default_factory=list)
 

@@ -22,9 +22,11 @@ from fleetctl.inventory.schema import (
     BoardSpec,
     BoardsSpec,
     CableSpec,
+    K8sJoinSpec,
     ModelSpec,
     NicSpec,
     PowerSpec,
+    ProvisioningSpec,
     RackSpec,
     ServerSpec,
     SiteFile,
@@ -208,6 +210,7 @@ def read_sites(conn: Connection, names: set[str] | None = None) -> list[SiteSpec
         SiteSpec.model_construct(
             name=r.name,
             description=r.description,
+            provisioning=_provisioning(r.provisioning),
             racks=sorted(racks_by_site[r.id], key=lambda k: natural_key(k.name)),
             cabling=sorted(cabling[r.id], key=lambda c: (natural_key(c.switch), natural_key(c.port))),
         )
@@ -215,6 +218,16 @@ def read_sites(conn: Connection, names: set[str] | None = None) -> list[SiteSpec
     ]
     sites.sort(key=lambda s: natural_key(s.name))
     return sites
+
+
+def _provisioning(stored: dict[str, Any] | None) -> ProvisioningSpec | None:
+    """The stored minimal dict back as a spec (its defaults filled in, not marked as set)."""
+    if stored is None:
+        return None
+    values = dict(stored)
+    if values.get("k8s") is not None:
+        values["k8s"] = K8sJoinSpec.model_construct(**values["k8s"])
+    return ProvisioningSpec.model_construct(**values)
 
 
 def read_bios_profiles(conn: Connection) -> list[BiosProfileSpec]:

@@ -146,7 +146,10 @@ def parse_source(source: Source) -> SiteFile:
         for si, raw_site in enumerate(data.get("sites") or []):
             racks_raw, cables_raw = raw_site.get("racks") or [], raw_site.get("cabling") or []
             prefix: Loc = ("sites", si)
-            site = SiteSpec.model_validate({**raw_site, "racks": [], "cabling": []})
+            try:
+                site = SiteSpec.model_validate({**raw_site, "racks": [], "cabling": []})
+            except ValidationError as e:
+                raise _schema_error(e, source, prefix) from None
             for ri in range(len(racks_raw)):
                 try:
                     site.racks.append(RackSpec.model_validate(racks_raw[ri]))

@@ -58,6 +58,14 @@ BIOS_PROFILES: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
+# The example site's provisioning settings (docs/site-files.md); the CA hash is a dummy.
+PROVISIONING: dict[str, Any] = {
+    "vlan": 200, "boot": "pxe", "firmware_images": "https://fw.tyo1.example/firmware",
+    "k8s": {"endpoint": "k8s-api.tyo1.example:6443", "token": "env:FLEETCTL_K8S_TOKEN",
+            "ca_cert_hash": "sha256:" + "5e" * 32},
+}  # fmt: skip
+
+
 def _mac(site: int, rack: int, unit: int, nic: int) -> str:
     return f"02:fc:{site:02x}:{rack:02x}:{unit:02x}:{nic:02x}"
 
@@ -163,7 +171,7 @@ def example() -> dict[str, Any]:
         "bios_profiles": BIOS_PROFILES,
         "models": MODELS,
         "sites": [{"name": site, "description": "Tokyo 1, hall B: MN-Core and GPU training racks",
-                   "racks": racks, "cabling": cabling}],
+                   "provisioning": PROVISIONING, "racks": racks, "cabling": cabling}],
     }  # fmt: skip
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import CheckConstraint, UniqueConstraint
+from typing import Any
+
+from sqlalchemy import JSON, CheckConstraint, Column, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -12,6 +14,9 @@ class Site(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(unique=True, index=True)
     description: str | None = None
+    # The site file's provisioning block with its defaults left out (NULL: none);
+    # inventory.queries.site_provisioning gives it back with the defaults filled in.
+    provisioning: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
 
 
 class Rack(SQLModel, table=True):

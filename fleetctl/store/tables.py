@@ -179,6 +179,7 @@ site = table(
     column("id", Integer()),
     column("name", String()),
     column("description", String()),
+    column("provisioning", JSON()),
 )
 
 switch = table(

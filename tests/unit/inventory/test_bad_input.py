@@ -10,6 +10,25 @@ from __future__ import annotations
 import pytest
 from invtest_sites import BASE, line_of, replace_once
 
+# A valid provisioning block for BASE's site; the provisioning cases break one line of it.
+PROV = """\
+  provisioning:
+    vlan: 200
+    boot: pxe
+    firmware_images: https://fw.lab1.example/firmware
+    ssh_key: /etc/fleetctl/provision_ed25519
+    k8s:
+      endpoint: k8s-api.lab1:6443
+      token: env:K8S_JOIN
+      ca_cert_hash: sha256:{}
+""".format("ab" * 32)
+
+
+def _prov(text: str, old: str, new: str) -> str:
+    """BASE with PROV in its site, ``old`` replaced by ``new`` in the block."""
+    return replace_once(text, "- name: lab1\n", "- name: lab1\n" + replace_once(PROV, old, new))
+
+
 # (id, mutate(text) -> text, needle on the expected line (or (needle, nth)), field suffix, message fragment)
 CASES = [
     ("malformed-yaml", lambda t: replace_once(t, "      model: srv2u\n", "      model: srv2u: oops\n"),
@@ -52,6 +71,31 @@ CASES = [
      "bmc: ftp://10.0.0.2", "servers[1].bmc", "BMC URL"),
     ("unknown-switch", lambda t: replace_once(t, "  - switch: sw1\n    port: Ethernet1\n", "  - switch: swX\n    port: Ethernet1\n"),
      "switch: swX", "cabling[0].switch", "no switch 'swX'"),
+    # The site's provisioning block (a valid one is PROV below).
+    ("provisioning-vlan-out-of-range", lambda t: _prov(t, "    vlan: 200\n", "    vlan: 4095\n"),
+     "vlan: 4095", "provisioning.vlan", "less than or equal to 4094"),
+    ("provisioning-vmedia-without-image", lambda t: _prov(t, "    boot: pxe\n", "    boot: vmedia\n"),
+     "  provisioning:", "provisioning.image", "boot: vmedia needs an image"),
+    ("provisioning-unknown-boot", lambda t: _prov(t, "    boot: pxe\n", "    boot: usb\n"),
+     "boot: usb", "provisioning.boot", "'pxe' or 'vmedia'"),
+    ("provisioning-image-not-http", lambda t: _prov(t, "    boot: pxe\n", "    boot: vmedia\n    image: ftp://deploy.lab1/os.iso\n"),
+     "image: ftp://", "provisioning.image", "is not an http:// or https:// URL"),
+    ("provisioning-firmware-url-scheme", lambda t: _prov(t, "firmware_images: https://fw.lab1", "firmware_images: file:///srv/fw"),
+     "firmware_images: file:", "provisioning.firmware_images", "is not an http:// or https:// URL"),
+    ("provisioning-template-placeholder", lambda t: _prov(t, "    boot: pxe\n", "    boot: pxe\n    firmware_template: '{base}/{model}.bin'\n"),
+     "firmware_template:", "provisioning.firmware_template", "not {model}"),
+    ("provisioning-timeout-zero", lambda t: _prov(t, "    boot: pxe\n", "    boot: pxe\n    install_timeout: 0\n"),
+     "install_timeout: 0", "provisioning.install_timeout", "greater than or equal to 1"),
+    ("provisioning-ssh-key-material", lambda t: _prov(t, "ssh_key: /etc/fleetctl/provision_ed25519", "ssh_key: '-----BEGIN OPENSSH PRIVATE KEY-----'"),
+     "ssh_key: '-----BEGIN", "provisioning.ssh_key", "never the key itself"),
+    ("provisioning-k8s-literal-token", lambda t: _prov(t, "token: env:K8S_JOIN", "token: abcdef.0123456789abcdef"),
+     "token: abcdef", "provisioning.k8s.token", "must be a credential reference"),
+    ("provisioning-k8s-bad-hash", lambda t: _prov(t, "ca_cert_hash: sha256:", "ca_cert_hash: md5:"),
+     "ca_cert_hash: md5:", "provisioning.k8s.ca_cert_hash", "sha256:<64 hex digits>"),
+    ("provisioning-k8s-endpoint-without-port", lambda t: _prov(t, "endpoint: k8s-api.lab1:6443", "endpoint: k8s-api.lab1"),
+     "endpoint: k8s-api.lab1", "provisioning.k8s.endpoint", "is not host:port"),
+    ("provisioning-unknown-key", lambda t: _prov(t, "    boot: pxe\n", "    boot: pxe\n    bootloader: grub\n"),
+     "bootloader: grub", "provisioning.bootloader", "unknown key 'bootloader'"),
 ]  # fmt: skip
 
 

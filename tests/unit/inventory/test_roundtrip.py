@@ -38,6 +38,7 @@ def test_export_import_export_is_byte_identical(lived_in, cli, tmp_path, monkeyp
         and "state: in-service" in y1
         and FP in y1
         and "suspect" in y1
+        and "  provisioning:\n    vlan: 200\n    boot: pxe\n" in y1
     )
     assert json.loads(j1)["sites"][0]["name"] == "tyo1"
     (tmp_path / "export.yaml").write_text(y1)
@@ -84,3 +85,14 @@ def test_a_single_json_export_file_imports(base_loaded, cli, tmp_path, monkeypat
     r = cli("inventory", "import", str(tmp_path / "inv.json"))
     assert r.code == 0, r.err
     assert cli("inventory", "export", "--output", "json").out == j1
+
+
+def test_the_example_site_file_is_what_sitegen_writes():
+    """inventory/site-tyo1.yaml is generated: `python -m fleetctl.lab.sitegen example > inventory/site-tyo1.yaml`."""
+    from pathlib import Path
+
+    from fleetctl.inventory.render import dump_yaml
+    from fleetctl.lab.sitegen import example
+
+    path = Path(__file__).resolve().parents[3] / "inventory" / "site-tyo1.yaml"
+    assert path.read_text() == dump_yaml(example()), "stale: python -m fleetctl.lab.sitegen example > inventory/site-tyo1.yaml"
