@@ -85,30 +85,34 @@ def main() -> None:
     sh("board", "set", "MN2B-01012010", "--state", "suspect", "--reason", "ECC errors seen", env=env)
     sh("events", "list", "--limit", "5", env=env)
 
-    step("6. The lab: a simulated BMC per server (HTTPS, its own certificate each) and every switch")
+    step("6. The lab: a simulated BMC per server (HTTPS, its own certificate each), every switch, and the hosts")
     env["FLEETCTL_LAB_DIR"] = str(demo_dir / "lab")
+    # The example site's Kubernetes join token is `env:FLEETCTL_K8S_TOKEN`; the lab's kubeadm takes any well-formed one.
+    env.setdefault("FLEETCTL_K8S_TOKEN", "demo00.0123456789abcdef")
     subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
     try:
-        sh("lab", "up", "--power-transition", "1", "--firmware-time", "0.5", env=env)
-        sh("server", "inspect", "rack-12", env=env)
-        sh("power", "on", "rack-12", env=env, tail=5)
-        sh("power", "on", "mn-tyo1-r12-01", env=env)
-        sh("firmware", "list", "gpu-tyo1-r12-17", env=env, tail=6, expect=1)  # the GPUs are off their vbios baseline
-        sh("firmware", "update", "gpu-tyo1-r12-17", "gpu-tyo1-r12-18", "--image-base", "http://127.0.0.1:9/fw",
-           "--canary", "1", "--batch", "1", env=env, tail=4)  # fmt: skip
-        sh("firmware", "list", "gpu-tyo1-r12-17", env=env, tail=3)
-        sh("bios", "apply-profile", "rack-12", "--dry-run", env=env, tail=4)
-        sh("bios", "set", "mn-tyo1-r12-01", "--set", "ProcTurboMode=Disabled", "--apply", env=env)
-        print("\nA BMC starts failing, a board goes missing from the inventory; the sweep goes on:")
-        sh("lab", "fault", "mn-tyo1-r12-05", "--set", "error_rate=1", env=env)
-        sh("board", "remove", "MN2B-01012071", "--reason", "demo: pretend the record was lost", env=env, tail=1)
-        sh("server", "inspect", "mn-tyo1-r12-04", "mn-tyo1-r12-05", "mn-tyo1-r12-06", env=env, expect=1)
-        sh("server", "list", "--rack", "rack-12", "--state", "inspected", env=env, tail=4)
+        sh("lab", "up", "--power-transition", "1", "--firmware-time", "0.5", "--install-time", "20", env=env)
+        sh("server", "inspect", "rack-12", env=env, tail=6)
+        sh("firmware", "list", "gpu-tyo1-r12-17", env=env, tail=4, expect=1)  # the GPUs are off their vbios baseline
 
-        print("\nThe rack's switches (the lab's EOS and SONiC over SSH, SNMP agents beside them):")
-        sh("switch", "facts", "rack-12", env=env)
-        sh("switch", "apply-plan", "rack-12", "--dry-run", env=env, tail=4)
-        sh("switch", "apply-plan", "rack-12", "--save", env=env, tail=4)
+        step("7. Provision rack-12: firmware, BIOS, provisioning VLAN, PXE install, production VLANs, Ansible, board check")
+        print("The plan first; a dry run reads the BMCs and switches and changes nothing:")
+        sh("provision", "rack-12", "--dry-run", env=env, tail=10)
+        print("\nOne server's host will come up with a board missing (a loose card); the rest must not care:")
+        sh("lab", "fault", "mn-tyo1-r12-05", "--set", "device_missing=1", env=env, tail=0)
+        sh("provision", "rack-12", "--stagger", "1", "--poll", "1", env=env, expect=1)
+        sh("rack", "show", "rack-12", env=env, tail=24)
+        sh("server", "show", "mn-tyo1-r12-05", env=env, tail=12)
+        print("\nThe card is reseated; provisioning the server again resumes it (--restart reinstalls it from step 1):")
+        sh("lab", "fault", "mn-tyo1-r12-05", "--clear", env=env, tail=0)
+        sh("provision", "mn-tyo1-r12-05", "--restart", "--poll", "1", env=env)
+        sh("provision", "rack-12", env=env, tail=4)  # everything ready: nothing to do
+        sh("events", "list", "--name", "mn-tyo1-r12-05", "--limit", "6", env=env)
+
+        step("8. Day two: drift, a failing BMC, a swapped cable")
+        sh("lab", "fault", "mn-tyo1-r13-05", "--set", "error_rate=1", env=env)
+        sh("board", "remove", "MN2B-01013031", "--reason", "demo: pretend the record was lost", env=env, tail=1)
+        sh("server", "inspect", "mn-tyo1-r13-02", "mn-tyo1-r13-04", "mn-tyo1-r13-05", env=env, expect=1)
         sh("switch", "verify-cabling", "rack-12", env=env)
         print("\nSomeone swaps two cables and a link starts taking CRC errors:")
         sh("lab", "fault", "leaf-tyo1-r12-a", "--port", "Ethernet3", "--set", "miscabled=true", env=env, tail=0)
@@ -118,11 +122,11 @@ def main() -> None:
     finally:
         subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
 
-    step("7. Export: the same site files back, byte for byte")
+    step("9. Export: the same site files back, byte for byte")
     first = sh("inventory", "export", "--output", "json", env=env, tail=0)
     print(f"({len(first.splitlines())} lines of JSON)")
 
-    step("8. Ansible sees the fleet grouped by site, rack, role, state and accelerator")
+    step("10. Ansible sees the fleet grouped by site, rack, role, state and accelerator")
     ansible_inventory = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or shutil.which("ansible-inventory")
     script = inventory / "fleetctl.py"
     if ansible_inventory and script.exists():

@@ -56,6 +56,12 @@ NOUNS: dict[str, str] = {
 }
 
 
+# Verbs that stand alone (`fleetctl provision rack-12`): module (its `command`) and help line.
+VERBS: dict[str, str] = {
+    "provision": "Bring servers from cabled to ready: firmware, BIOS, VLANs, OS, runtime, check.",
+}
+
+
 def _register(argv: list[str]) -> None:
     """Add the sub-apps: only the one the command line names, when it names one.
 
@@ -65,13 +71,18 @@ def _register(argv: list[str]) -> None:
     import importlib
 
     wanted = next((a for a in argv if not a.startswith("-")), None)
-    names = [wanted] if wanted in NOUNS else list(NOUNS)
+    names = [wanted] if wanted in NOUNS else ([] if wanted in VERBS else list(NOUNS))
     present = {g.name for g in app.registered_groups}  # main() may run more than once in a process (tests)
     for name in names:
         if name in present:
             continue
         module = importlib.import_module(f"fleetctl.cli.{name}")
         app.add_typer(module.app, name=name, help=NOUNS[name])
+    verbs = {c.name for c in app.registered_commands}
+    for name in [wanted] if wanted in VERBS else ([] if wanted in NOUNS else list(VERBS)):
+        if name not in verbs:
+            module = importlib.import_module(f"fleetctl.cli.{name}")
+            app.command(name, help=VERBS[name])(module.command)
 
 
 def _fail(message: str, code: int) -> None:

@@ -19,10 +19,13 @@ def up(
     http: Annotated[bool, typer.Option("--http", help="Plain HTTP instead of HTTPS (benchmarks).")] = False,
     power_transition: Annotated[float, typer.Option(help="Seconds a power transition takes.")] = 2.0,
     firmware_time: Annotated[float, typer.Option(help="Seconds a firmware update task takes.")] = 5.0,
+    install_time: Annotated[float, typer.Option(help="Seconds an OS install takes after a PXE or virtual-media boot.")] = 30.0,
+    os_boot_time: Annotated[float, typer.Option(help="Seconds an installed OS takes to boot from disk.")] = 1.0,
+    hosts: Annotated[bool, typer.Option("--hosts/--no-hosts", help="Serve the host behind each BMC over SSH (not with --generate).")] = True,
     generate: Annotated[int | None, typer.Option("--generate", help="Instead: N generated BMCs, not in the inventory (benchmarks, scale tests).")] = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Start one simulated BMC for every server in the inventory (and its switches), or N generated ones."""
+    """Start one simulated BMC and host for every server in the inventory (and its switches), or N generated BMCs."""
     from pathlib import Path
 
     from fleetctl.cli.output import emit_one
@@ -32,12 +35,15 @@ def up(
         from fleetctl.inventory.service import import_path
 
         import_path(Path(site))
-    config = {"power_transition_s": power_transition, "firmware_update_s": firmware_time}
+    config = {"power_transition_s": power_transition, "firmware_update_s": firmware_time,
+              "install_s": install_time, "os_boot_s": os_boot_time}  # fmt: skip
+    if not generate:
+        config["hosts"] = hosts
     st = lab.up_generated(generate, tls=not http, config=config) if generate else lab.up(
         names=set(server) if server else None, tls=not http, config=config
     )
-    summary = {"running": st["running"], "bmcs": st.get("count"), "control_url": st.get("control_url"),
-               "state_dir": st.get("state_dir"), "pid": st.get("pid")}  # fmt: skip
+    summary = {"running": st["running"], "bmcs": st.get("count"), "hosts": len(st.get("hosts", {})),
+               "control_url": st.get("control_url"), "state_dir": st.get("state_dir"), "pid": st.get("pid")}  # fmt: skip
     emit_one(summary, output)
     if output == Format.table:
         typer.echo("commands on these servers now reach their lab BMCs; `fleetctl lab down` stops them")
@@ -54,16 +60,22 @@ def down() -> None:
 
 @app.command("status")
 def status(output: OutputOpt = Format.table) -> None:
-    """Is a lab running, and which BMCs does it serve."""
+    """Is a lab running, and which BMCs (and hosts, and switches) does it serve."""
     from fleetctl.cli.output import emit, emit_one
     from fleetctl.lab import inventory as lab
 
     st = lab.status()
     summary = {k: st.get(k) for k in ("running", "responding", "count", "control_url", "switch_control_url", "state_dir", "pid")}
     summary["switches"] = len(st.get("switches", {}))
+    phases = _host_phases(st) if st.get("running") and st.get("hosts") else {}
     if output != Format.table:
         summary["servers"] = {n: {k: v for k, v in s.items() if k != "fingerprint"} for n, s in st.get("servers", {}).items()}
         summary["switch_endpoints"] = st.get("switches", {})
+        summary["hosts"] = {
+            n: {"ssh": f"{h['address']}:{h['port']}", "phase": phases.get(n, {}).get("phase"),
+                "up_since": phases.get(n, {}).get("up_since"), "installs": phases.get(n, {}).get("installs")}
+            for n, h in st.get("hosts", {}).items()
+        }  # fmt: skip
     emit_one(summary, output)
     if output == Format.table and st.get("running"):
         rows = [{"server": n, "url": s["url"], "flavour": s.get("flavour")} for n, s in sorted(st.get("servers", {}).items())]
@@ -71,8 +83,25 @@ def status(output: OutputOpt = Format.table) -> None:
         sws = [{"switch": n, "ssh": s.get("ssh"), "snmp": s.get("snmp"), "platform": s.get("platform")} for n, s in sorted(st.get("switches", {}).items())]
         if sws:
             emit(sws, output, title=f"Switches ({len(sws)})")
+        hosts = [{"host": n, "ssh": f"{h['address']}:{h['port']}", "phase": phases.get(n, {}).get("phase", "?")}
+                 for n, h in sorted(st.get("hosts", {}).items())]  # fmt: skip
+        if hosts:
+            emit(hosts[:20], output, title=f"Hosts ({len(hosts)})" + (" (first 20; --output json for all)" if len(hosts) > 20 else ""))
     if not st.get("running"):
         raise typer.Exit(1)
+
+
+def _host_phases(st: dict) -> dict[str, dict]:  # type: ignore[type-arg]
+    """{server: host info} from the control endpoint; {} when it does not answer."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(st["control_url"] + "/lab/v1/hosts", timeout=10) as r:
+            return json.loads(r.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
 
 
 @app.command("fault")

@@ -385,6 +385,12 @@ class FirmwareInterface(abc.ABC):
     ) -> TaskResult:
         """SimpleUpdate from ``image_uri``, following the task to its end."""
 
+    @abc.abstractmethod
+    async def running_updates(self) -> list[TaskResult]:
+        """Tasks of the BMC's TaskService still running (an update started by a
+        process that died goes on in the BMC; a resumed workflow waits for it
+        rather than flash the component a second time)."""
+
 
 class InventoryInterface(abc.ABC):
     @abc.abstractmethod

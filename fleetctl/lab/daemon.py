@@ -25,6 +25,16 @@ lab (``fleetctl.lab.switch``) and lab.json gains::
                              "community": "public@leaf-1", "platform": "sonic",
                              "device_type": "edgecore_sonic", "username": "admin"}}
 
+With ``"hosts": true`` in ``config`` (``fleetctl lab up`` sets it) the daemon
+also serves the host behind each BMC over SSH (``fleetctl.lab.hosts``), and
+lab.json gains::
+
+     "hosts": {"name": {"address": "127.70.0.1", "port": 2222, "user": "alice",
+                        "key_file": "DIR/ssh/id_ed25519",
+                        "known_hosts": "DIR/ssh/known_hosts",
+                        "dir": "DIR/hosts/name", "boards": {"mncore2": 4, "gpu": 0},
+                        "vars": {"fleetctl_root": "DIR/hosts/name/root", ...}}}
+
 It never holds a password. SIGTERM or SIGINT stop it cleanly; lab.json is
 removed on the way out. Logs go to stderr (``lab_up`` sends them to
 ``DIR/lab.log``).

@@ -6,6 +6,8 @@ lab runs, :func:`overlay` tells the target resolver to reach each server's
 BMC at its lab address instead, logging in with the lab's own credential
 (a random password in a mode-0600 file of the lab's state folder). Nothing in
 the inventory is rewritten, so `lab down` leaves it as it was.
+:func:`host_overlay` does the same for the host behind each BMC (its SSH
+address, login and the playbooks' sandbox variables; ``fleetctl.lab.hosts``).
 """
 
 from __future__ import annotations
@@ -103,7 +105,9 @@ def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = Tru
     With ``switches`` (the default) the lab also serves every EOS and SONiC
     switch of the inventory (or those cabled to the named servers) over SSH
     and SNMP; see ``fleetctl.lab.switch``. ``port_vlans`` says how server
-    ports start: "default" (unconfigured) or "plan".
+    ports start: "default" (unconfigured) or "plan". Each server's host
+    (``fleetctl.lab.hosts``) is served over SSH unless ``config`` has
+    ``"hosts": False``.
     """
     from fleetctl.errors import InputError
     from fleetctl.lab.daemon import lab_up
@@ -137,7 +141,7 @@ def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = Tru
     # take the next /16 of 127.0.0.0/8 then.
     last: FleetError | None = None
     for second in range(10, 40):
-        cfg = {"address_mode": "address", "base_address": f"127.{second}.0.1", "tls": tls, **(config or {})}
+        cfg = {"address_mode": "address", "base_address": f"127.{second}.0.1", "tls": tls, "hosts": True, **(config or {})}
         sw_cfg = {"base_address": f"127.{second + 100}.0.1", **(switch_config or {})}
         try:
             return lab_up(specs, sd, config=cfg, timeout=300, switches=sw_specs or None, switch_config=sw_cfg)
@@ -195,3 +199,11 @@ def overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
 def switch_overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
     """{switch name: {ssh, snmp, community, platform}} of a running lab, or {}."""
     return _running_section("switches", state_dir)
+
+
+def host_overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """{server name: {address, port, user, key_file, known_hosts, dir, boards, vars}} of a
+    running lab's hosts, or {}. ``fleetctl.lab.hosts.ansible_host_vars(entry)`` turns an
+    entry into Ansible host variables (SSH connection + the playbooks' sandbox variables).
+    """
+    return _running_section("hosts", state_dir)

@@ -8,9 +8,10 @@
    (`fleetctl_root`), and every package-manager and device interaction
    pointed at stand-ins in tmp_path, through the variables the playbooks
    expose for a lab: a package tool that records what it was asked to
-   install, a `gpfn3-smi` that lists 4 boards, `/dev/mnc2p*` device nodes
-   (4 on one host, 3 on the other), an `nvidia-smi` that lists 8 GPUs, a
-   `kubeadm` that "joins" by writing kubelet.conf.
+   install, `/dev/mnc2p*` device nodes (4 on one host, 3 on the other) and
+   a `gpfn3-smi` that lists the boards whose node exists, an `nvidia-smi`
+   that lists 8 GPUs, a `kubeadm` that "joins" by writing kubelet.conf.
+   The stand-ins are the lab hosts' own (`fleetctl.lab.host_standins`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from fleetctl.lab import host_standins as standins
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = REPO / "playbooks"
@@ -79,41 +81,6 @@ def test_ansible_lint_production_profile(tmp_path: Path, ansible_cfg: str) -> No
 
 # --- the real run -------------------------------------------------------------
 
-FAKE_PKG = """#!/bin/sh
-# fake-pkg install STATE LOG PKG... | query STATE PKG... | update LOG
-cmd=$1; shift
-case $cmd in
-  install) state=$1 log=$2; shift 2
-           echo "$*" >> "$log"
-           for p in "$@"; do touch "$state/$p"; done ;;
-  query)   state=$1; shift
-           for p in "$@"; do [ -e "$state/$p" ] && echo "$p installed"; done; exit 0 ;;
-  update)  echo update >> "$1" ;;
-  *)       exit 2 ;;
-esac
-"""
-
-FAKE_GPFN3_SMI = """#!/bin/sh
-[ "$1" = list ] || { echo "usage: gpfn3-smi list" >&2; exit 2; }
-for bus in 1 2 3 4; do echo "board $bus: mnc2p${bus}s0 MN-Core 2"; done
-"""
-
-FAKE_NVIDIA_SMI = """#!/bin/sh
-[ "$1" = -L ] || exit 2
-for i in 0 1 2 3 4 5 6 7; do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-0000000$i-1111-2222-3333-444444444444)"; done
-"""
-
-FAKE_SYSCTL = """#!/bin/sh
-echo "sysctl $*" >> "$(dirname "$0")/calls.log"
-"""
-
-# Per host: records the join and leaves what a joined node has.
-FAKE_KUBEADM = """#!/bin/sh
-[ "$1" = join ] || exit 2
-echo "kubeadm join $2" >> "{home}/calls.log"
-mkdir -p "{root}/etc/kubernetes" && echo joined > "{root}/etc/kubernetes/kubelet.conf"
-"""
-
 # A kubeadm-documentation example token and a dummy hash: not secrets.
 JOIN_VARS = {
     "fleetctl_k8s_api_endpoint": "k8s-api.lab.invalid:6443",
@@ -122,19 +89,12 @@ JOIN_VARS = {
 }
 
 
-def _script(path: Path, text: str) -> str:
-    path.write_text(text)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return str(path)
-
-
 def _lab(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
     """An inventory of three local hosts with stand-ins; returns it and each host's folder."""
     bin_ = tmp_path / "bin"
     bin_.mkdir()
-    pkg = _script(bin_ / "fake-pkg", FAKE_PKG)
-    smi = _script(bin_ / "gpfn3-smi", FAKE_GPFN3_SMI)
-    nvsmi = _script(bin_ / "nvidia-smi", FAKE_NVIDIA_SMI)
+    pkg = standins.write_script(bin_ / "fake-pkg", standins.FAKE_PKG)
+    gpus = [(i, "NVIDIA H100 80GB HBM3", f"GPU-0000000{i}-1111-2222-3333-444444444444") for i in range(8)]
     key = tmp_path / "mncore-packages.asc"
     key.write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\nlab stand-in\n-----END PGP PUBLIC KEY BLOCK-----\n")
 
@@ -147,6 +107,9 @@ def _lab(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
             d.mkdir(parents=True)
         for bus in range(1, boards + 1):
             (dev / f"mnc2p{bus}s0").touch()
+        if host == GPU:
+            for i, _, _ in gpus:
+                (dev / f"nvidia{i}").touch()
         homes[host] = home
         log = str(home / "installs.log")
         hostvars[host] = {
@@ -157,13 +120,13 @@ def _lab(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
             "fleetctl_pkg_install_cmd": [pkg, "install", str(state), log],
             "fleetctl_pkg_query_cmd": [pkg, "query", str(state)],
             "fleetctl_pkg_update_cmd": [pkg, "update", str(home / "calls.log")],
-            "fleetctl_sysctl_apply_cmd": [_script(home / "sysctl", FAKE_SYSCTL), "-p"],
-            "fleetctl_kubeadm_cmd": _script(home / "kubeadm", FAKE_KUBEADM.format(home=home, root=root)),
+            "fleetctl_sysctl_apply_cmd": [standins.write_script(home / "sysctl", standins.sysctl(home / "calls.log")), "-p"],
+            "fleetctl_kubeadm_cmd": standins.write_script(home / "kubeadm", standins.kubeadm(home / "calls.log", root)),
             "fleetctl_mncore_apt_url": "https://mncore-packages.lab.example/debian",
             "fleetctl_mncore_apt_key_url": key.as_uri(),
             "fleetctl_dev_glob": str(dev / "mnc2p*"),
-            "fleetctl_smi_cmd": smi,
-            "fleetctl_nvidia_smi_cmd": nvsmi,
+            "fleetctl_smi_cmd": standins.write_script(home / "gpfn3-smi", standins.gpfn3_smi(dev)),
+            "fleetctl_nvidia_smi_cmd": standins.write_script(home / "nvidia-smi", standins.nvidia_smi(dev, gpus)),
             "fleetctl_expected_gpus": 8,
         }
     # The groups fleetctl's dynamic inventory gives these hosts.

@@ -37,7 +37,7 @@ from fleetctl.interfaces.bmc import (
 )
 
 from . import parse
-from .client import RedfishError, odata_id
+from .client import TASK_DONE_STATES, RedfishError, odata_id
 
 if TYPE_CHECKING:
     from .driver import RedfishDriver
@@ -405,6 +405,22 @@ class RedfishFirmware(_Capability, FirmwareInterface):
             body["TransferProtocol"] = proto
         resp = await self.c.post(action["target"], body)
         return await self.c.follow_task(resp, progress=progress, timeout=timeout)
+
+    async def running_updates(self) -> list[TaskResult]:
+        root = await self.c.service_root()
+        ts = await self.c.get_optional(odata_id(root.get("TaskService")))
+        coll = odata_id((ts or {}).get("Tasks"))
+        if not coll:
+            return []  # no TaskService: nothing can be seen running
+        errors: list[str] = []
+        tasks = await self.c.members(coll, errors=errors)
+        out = []
+        for t in tasks:
+            state = t.get("TaskState")
+            if state and state not in TASK_DONE_STATES:
+                msgs = [m.get("Message") or m.get("MessageId", "") for m in t.get("Messages") or [] if isinstance(m, dict)]
+                out.append(TaskResult(state=state, percent=t.get("PercentComplete"), messages=msgs, task_uri=t.get("@odata.id")))
+        return out
 
 
 # ------------------------------------------------------------------ inventory

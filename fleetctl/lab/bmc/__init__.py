@@ -29,7 +29,11 @@ Specs (``fleetctl.lab.bmc.spec``, pydantic models, JSON round-trip)::
               control_host='127.0.0.1', control_port=0, tls=True,
               max_sessions=16, session_timeout_s=1800,
               power_transition_s=2.0, graceful_shutdown_s=None,
-              firmware_update_s=5.0, initial_power='Off', backlog=128)
+              firmware_update_s=5.0, initial_power='Off', backlog=128,
+              hosts=False, install_s=30.0, os_boot_s=1.0,
+              host_base_address=None, host_ssh_port=2222)
+        ``hosts=True``: the lab also serves the host behind each BMC over
+        SSH (``fleetctl.lab.hosts``; ``fleetctl lab up`` turns it on).
     generate_specs(n, *, prefix='lab', mix=('mncore', 'gpu'),
                    flavours=('generic', 'hpe', 'openbmc', 'ami', 'dell'),
                    password='labpass', start=0) -> list[LabServerSpec]
@@ -45,6 +49,7 @@ The lab (``fleetctl.lab.bmc.server``)::
     lab.set_fault(name, **faults) -> dict  # merge; None/False clears one
     lab.clear_faults(name)
     lab.counters(name) -> dict             # see below
+    lab.host(name) -> dict                 # the host's phase, see fleetctl.lab.hosts
     lab.status() -> dict                   # lab.json content, no passwords
     lab.control_url, lab.names(), lab.bmc(name) -> SimBMC
 
@@ -64,13 +69,16 @@ Redfish error body), ``hang``, ``drop`` (True or 0..1), ``psu_failed`` and
 'Inlet' or 'GPU3'), ``pcie_degraded`` ({'slot': n, 'lanes': 8, 'gen':
 'Gen3'}, a slot, or True = first board), ``memory_errors`` (DIMM_A1 Warning,
 system Warning, log entry), ``firmware_fail`` (True: every update fails;
-an int N: the next N fail), ``clock_skew_s``.
+an int N: the next N fail), ``clock_skew_s``, ``device_missing`` (count,
+True = 1: that many accelerator device nodes, the last boards, are absent on
+the host from its next boot; cleared, they are back at the next boot).
 
 Counters: ``power_on`` (Off -> On by request), ``power_off``,
 ``power_cycle`` (restarts of a running server: ForceRestart, GracefulRestart,
 PowerCycle), ``resets``, ``boots``, ``firmware_flashes``,
 ``firmware_failures``, ``requests``, ``sessions_created``,
-``sessions_open``, ``auth_failures``, ``faults_served``,
+``sessions_open``, ``auth_failures``, ``faults_served``, ``installs``
+(completed OS installs), ``host`` (``lab.host(name)``),
 ``power_timeline`` ([{'on': ts, 'off': ts|None}], epoch seconds, power drawn
 from the start of PoweringOn to the end of PoweringOff), ``boot_log``
 ([{'time', 'source', 'image'?}]), ``firmware`` ({id: version}),
@@ -85,6 +93,10 @@ Control endpoint (plain HTTP on 127.0.0.1, ``lab.control_url``)::
     PATCH  /lab/v1/bmcs/{name}/faults    body: {fault: value}; null clears
     DELETE /lab/v1/bmcs/{name}/faults    clear all
     POST   /lab/v1/faults                {"names": [...] | "*", "faults": {...} | null}
+    GET    /lab/v1/hosts                 {name: host info}
+    GET    /lab/v1/hosts/{name}          {phase: off|installing|booting|up|no-os|firmware,
+                                          up_since, up_at, installed, install_id, installs,
+                                          boot_id, boot_source, devices_missing, ssh, ...}
 
 Redfish conventions of the lab
 ------------------------------

@@ -4,7 +4,8 @@ One aiohttp application serves every BMC; each BMC has its own listening
 socket (its own port, or its own 127.x.y.z address) and, over HTTPS, its own
 certificate. A request finds its BMC by the local address of the socket it
 arrived on. A control application on a separate port exposes counters and
-fault injection under ``/lab/v1``.
+fault injection under ``/lab/v1``. With ``LabConfig.hosts`` the lab also
+serves the host behind each BMC over SSH (``fleetctl.lab.hosts.HostLab``).
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class BMCLab:
         self._stopping = False
         self.started_at: float | None = None
         self.start_seconds: float | None = None
+        self.hosts: Any = None  # fleetctl.lab.hosts.HostLab with config.hosts
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -120,6 +122,15 @@ class BMCLab:
         except OSError as e:
             await self.stop()
             raise FleetError(f"lab: cannot bind a BMC socket ({e}); is another lab running on these addresses?") from e
+        if cfg.hosts:
+            from fleetctl.lab.hosts import HostLab
+
+            self.hosts = HostLab(self)
+            try:
+                await self.hosts.start()
+            except BaseException:
+                await self.stop()
+                raise
         capp = web.Application()
         capp.add_routes(self._control_routes())
         self._control_runner = web.AppRunner(capp, handle_signals=False, access_log=None)
@@ -134,6 +145,8 @@ class BMCLab:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self.hosts is not None:
+            await self.hosts.stop()
         for srv in self._servers:
             srv.close()
         for srv in self._servers:
@@ -216,9 +229,17 @@ class BMCLab:
         """Counters and timeline of one BMC (see ``SimBMC.counters_dict``)."""
         return self.bmc(name).counters_dict()
 
+    def host(self, name: str) -> dict[str, Any]:
+        """The host behind a BMC: its phase (off / installing / booting / up / no-os /
+        firmware), ``up_since``, install and boot ids (see ``fleetctl.lab.hosts``);
+        with SSH served, its address and login figures, and its files brought up to date.
+        """
+        info = self.bmc(name).host_info()
+        return self.hosts.observe(name, info) if self.hosts is not None else info
+
     def status(self) -> dict[str, Any]:
         """What lab.json holds: no credentials."""
-        return {
+        out = {
             "control_url": self.control_url,
             "tls": self.config.tls,
             "started_at": self.started_at,
@@ -229,6 +250,9 @@ class BMCLab:
                 for n, b in self.bmcs.items()
             },
         }
+        if self.hosts is not None:
+            out["hosts"] = self.hosts.status()
+        return out
 
     # --- the Redfish side -----------------------------------------------------------
 
@@ -348,7 +372,14 @@ class BMCLab:
 
         async def one(request: web.Request) -> web.Response:
             b = bmc_or_404(request)
-            return web.json_response({"url": b.url, "fingerprint": b.fingerprint, **b.counters_dict()})
+            return web.json_response({"url": b.url, "fingerprint": b.fingerprint, **b.counters_dict(),
+                                      "host": self.host(b.spec.name)})  # fmt: skip
+
+        async def hosts(_: web.Request) -> web.Response:
+            return web.json_response({n: self.host(n) for n in self.bmcs})
+
+        async def host_one(request: web.Request) -> web.Response:
+            return web.json_response(self.host(bmc_or_404(request).spec.name))
 
         async def faults_get(request: web.Request) -> web.Response:
             return web.json_response(bmc_or_404(request).faults)
@@ -392,6 +423,8 @@ class BMCLab:
             web.put("/lab/v1/bmcs/{name}/faults", faults_patch),
             web.delete("/lab/v1/bmcs/{name}/faults", faults_delete),
             web.post("/lab/v1/faults", faults_bulk),
+            web.get("/lab/v1/hosts", hosts),
+            web.get("/lab/v1/hosts/{name}", host_one),
         ]
 
 
@@ -422,6 +455,9 @@ class ThreadedLab(LoopProxy):
 
     def counters(self, name: str) -> dict[str, Any]:
         return self.call(self.lab.counters, name)
+
+    def host(self, name: str) -> dict[str, Any]:
+        return self.call(self.lab.host, name)
 
 
 @contextlib.contextmanager

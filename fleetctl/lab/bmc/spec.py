@@ -157,10 +157,18 @@ class LabConfig(BaseModel):
     firmware_update_s: float = 5.0  # SimpleUpdate task duration
     initial_power: Literal["On", "Off"] = "Off"
     backlog: int = 128
+    # Hosts (fleetctl.lab.hosts): the OS behind each BMC, over SSH.
+    hosts: bool = False  # serve an SSH host per server (`fleetctl lab up` turns it on)
+    install_s: float = 30.0  # an OS install after a PXE / virtual-media boot
+    os_boot_s: float = 1.0  # an installed OS booting from disk
+    host_base_address: str | None = None  # None: the BMCs' base with second octet + 60 (address mode)
+    host_ssh_port: int = 2222  # per host address; an ephemeral port when it cannot be bound
 
-    @field_validator("host", "base_address", "control_host")
+    @field_validator("host", "base_address", "control_host", "host_base_address")
     @classmethod
-    def _loopback(cls, v: str) -> str:
+    def _loopback(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         # Everything the lab binds stays on 127.0.0.0/8.
         if not ipaddress.ip_address(v).is_loopback or ipaddress.ip_address(v).version != 4:
             raise ValueError(f"lab addresses must be in 127.0.0.0/8, got {v!r}")

@@ -17,6 +17,12 @@ Power transition table (``PowerState`` during -> after; effects):
 
 At each boot (end of PoweringOn) the lab consumes a ``Once`` boot override,
 applies pending BIOS settings and records the boot source.
+
+The host behind the BMC (``fleetctl.lab.hosts.HostState``) follows: a boot
+from the network or from inserted virtual media installs an OS for
+``install_s``, a boot from disk brings an installed OS up after
+``os_boot_s``, and the start of any power-off phase takes the host down. Its
+phase is computed lazily too (``host_info``).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any
 
 from fleetctl.lab.bmc.flavours import FLAVOURS, Flavour
 from fleetctl.lab.bmc.spec import LabConfig, LabServerSpec
+from fleetctl.lab.hosts import HostState, fault_count
 
 POWER_RESETS = ("On", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart", "PowerCycle")
 
@@ -48,6 +55,7 @@ FAULTS: dict[str, str] = {
     "memory_errors": "correctable memory errors on a DIMM (count; True = 1): health Warning + log entry",
     "firmware_fail": "SimpleUpdate tasks end in Exception (True) or the next N do (int)",
     "clock_skew_s": "seconds added to the Manager DateTime",
+    "device_missing": "accelerator device nodes (count; True = 1) absent on the host from its next boot: the last n boards",
 }
 
 BOOT_DEFAULT = "Hdd"
@@ -138,6 +146,7 @@ class Counters:
     sessions_created: int = 0
     auth_failures: int = 0
     faults_served: int = 0
+    installs: int = 0
 
 
 class SimBMC:
@@ -167,6 +176,8 @@ class SimBMC:
         self.boot_enabled = "Disabled"
         self.boot_mode = "UEFI"
         self.boot_log: list[dict[str, Any]] = []
+        self.host = HostState()
+        self.on_host_down: Any = None  # called when a power-off takes the host down (the SSH side drops its logins)
         self.bios: dict[str, Any] = {**DEFAULT_BIOS, **spec.bios_attributes}
         self.bios_pending: dict[str, Any] = {}
         self.bios_applied_at: float | None = None
@@ -252,10 +263,22 @@ class SimBMC:
         for t in self.tasks.values():
             if t.state == "Running":
                 self._settle_task(t, now)
+        self._installed(self.host.settle(now))
 
     def power_state(self, now: float | None = None) -> str:
         self.settle(now)
         return self.phases[0].state if self.phases else self.power
+
+    def host_info(self, now: float | None = None) -> dict[str, Any]:
+        """The host's phase (off / installing / booting / up / no-os / firmware) and ids."""
+        now = time.time() if now is None else now
+        powered = self.power_state(now) == "On"
+        return self.host.describe(now, powered)
+
+    def _installed(self, at: float | None) -> None:
+        if at is not None:
+            self.counters.installs += 1
+            self.log("OK", "Operating system installed", "Lab.1.0.OSInstalled", when=at)
 
     def _effect(self, what: str, at: float) -> None:
         if what == "power_on":
@@ -277,6 +300,8 @@ class SimBMC:
             images = [m["Image"] for m in self.media.values() if m["Inserted"]]
             entry["image"] = images[0] if images else None
         self.boot_log.append(entry)
+        self.host.boot(at, source, entry.get("image"), install_s=self.config.install_s, os_boot_s=self.config.os_boot_s,
+                       devices_missing=fault_count(self.faults.get("device_missing")))  # fmt: skip
         if self.boot_enabled == "Once":
             self.boot_enabled = "Disabled"
             self.boot_target = "None"
@@ -287,6 +312,10 @@ class SimBMC:
             self.log("OK", "BIOS settings applied at boot", "Bios.1.0.SettingsApplied", when=at)
 
     def _schedule(self, now: float, phases: list[Phase]) -> None:
+        if phases and phases[0].state == "PoweringOff":
+            self._installed(self.host.down(now))  # the OS stops as the power goes
+            if self.on_host_down is not None:
+                self.on_host_down()
         self.phases.clear()
         self.phases.extend(phases)
         if phases and phases[0].start_effect:
@@ -542,6 +571,8 @@ class SimBMC:
             "sessions_open": len(self.sessions),
             "auth_failures": c.auth_failures,
             "faults_served": c.faults_served,
+            "installs": c.installs,
+            "host": self.host_info(),
             "power_timeline": [{"on": a, "off": b} for a, b in self.timeline],
             "boot_log": list(self.boot_log),
             "firmware": self.inventory(),

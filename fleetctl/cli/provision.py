@@ -1,0 +1,139 @@
+"""`fleetctl provision TARGET`: cabled and powered -> ready, server by server, in parallel.
+
+The work is ``fleetctl.workflows.provision``; this module is the command:
+targets, confirmation, the live view, the summary and the exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from fleetctl.cli.common import DryRunOpt, OutputOpt
+from fleetctl.cli.output import Format
+
+STATUS_STYLE = {"ready": "green", "planned": "cyan", "skipped": "grey62", "failed": "bold red", "refused": "red", "locked": "magenta"}
+
+
+def command(
+    targets: Annotated[list[str], typer.Argument(help="Servers, racks (rack-12, tyo1/rack-12), sites, selectors (state=, tag=) or all.")],
+    dry_run: DryRunOpt = False,
+    reprovision: Annotated[bool, typer.Option("--reprovision", help="Also provision servers that are ready, in service or in maintenance.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Confirm --reprovision of servers in service without asking.")] = False,
+    restart: Annotated[bool, typer.Option("--restart", help="Start a new pass from the first step instead of resuming the journal.")] = False,
+    accept_drift: Annotated[bool, typer.Option("--accept-drift", help="Take the BMC's view where it differs from the inventory.")] = False,
+    stagger: Annotated[float, typer.Option(help="Seconds between two power-ons in a rack.")] = 2.0,
+    concurrency: Annotated[int, typer.Option(help="Servers worked on at once.")] = 64,
+    ansible_window: Annotated[float, typer.Option(help="Seconds a batch waits for more servers before Ansible starts.")] = 10.0,
+    poll: Annotated[float, typer.Option(help="Seconds between two polls of a BMC or an installing host.")] = 2.0,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Provision servers: firmware to the baseline, BIOS profile, provisioning VLAN, one-time
+    PXE/virtual-media boot, wait for the OS, production VLANs, Ansible playbooks, accelerator check.
+
+    Resumable: a re-run continues from the journal. Exit 1 when any server is not ready.
+    """
+    import signal
+
+    from fleetctl.cli.bmcrun import resolve
+    from fleetctl.errors import InputError
+    from fleetctl.workflows.provision import Options, provision, worst_exit
+
+    if stagger < 0 or concurrency < 1 or ansible_window < 0 or poll <= 0:
+        raise InputError("--stagger and --ansible-window take numbers >= 0, --concurrency >= 1, --poll > 0", field="--stagger")
+    servers = resolve(targets)
+    in_service = [s.name for s in servers if s.state == "in-service"]
+    if reprovision and in_service and not dry_run and not yes:
+        if not sys.stdin.isatty():
+            raise InputError(f"{len(in_service)} server(s) in service ({', '.join(in_service[:3])}...): give --yes to confirm --reprovision")
+        typer.confirm(f"Reprovision {len(in_service)} server(s) in service ({', '.join(in_service[:5])})? Their workloads stop", abort=True)
+    opts = Options(dry_run=dry_run, reprovision=reprovision, restart=restart, accept_drift=accept_drift, concurrency=concurrency,
+                   stagger_s=stagger, ansible_window_s=ansible_window, poll_s=poll)  # fmt: skip
+
+    def _term(signum: int, frame: Any) -> None:  # SIGTERM as Ctrl-C: the journal and the locks are closed properly
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _term)
+    label = " ".join(targets)
+    names = [s.name for s in servers]
+    try:
+        if sys.stderr.isatty() and output == Format.table:
+            results, stats = _with_live_view(names, opts, label)
+        else:
+            results, stats = provision(names, options=opts, label=label)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    _report(results, stats, output, dry_run=dry_run)
+    code = worst_exit(results)
+    if code:
+        raise typer.Exit(code)
+
+
+def _with_live_view(names: list[str], opts: Any, label: str) -> tuple[list[Any], dict[str, Any]]:
+    import time
+
+    from rich.live import Live
+    from rich.table import Table
+
+    from fleetctl.cli.output import console
+    from fleetctl.workflows.provision import Provisioner
+
+    p = Provisioner(names, options=opts, label=label)
+    last = [0.0]
+
+    def table() -> Table:
+        t = Table(title=f"provision {label}", title_justify="left")
+        for col in ("server", "state", "step", "elapsed", "status"):
+            t.add_column(col)
+        for n in names:
+            pr = p.progress.get(n)
+            if pr is None:
+                continue
+            row = pr.row()
+            style = STATUS_STYLE.get(pr.result or "", "yellow")
+            t.add_row(n, pr.state, row["step"], f"{row['elapsed']:.0f}s", f"[{style}]{pr.result or pr.status}[/]")
+        return t
+
+    with Live(table(), console=console(stderr=True), refresh_per_second=4, transient=False) as view:
+
+        def changed() -> None:
+            now = time.monotonic()
+            if now - last[0] > 0.2:
+                last[0] = now
+                view.update(table())
+
+        p.on_change = changed
+        results = p.run()
+        view.update(table())
+    return results, p.stats
+
+
+def _report(results: list[Any], stats: dict[str, Any], output: Format, *, dry_run: bool) -> None:
+    import json
+
+    from fleetctl.cli.output import console, emit
+
+    rows = [r.row() for r in results]
+    if output == Format.json:
+        sys.stdout.write(json.dumps({"dry_run": dry_run, "servers": rows, **stats}, indent=2, default=str) + "\n")
+        return
+    if dry_run:
+        plan_rows = []
+        for r in results:
+            for what, value in (r.plan or {}).items():
+                text = ", ".join(f"{k}: {v}" for k, v in value.items()) if isinstance(value, dict) else (
+                    "; ".join(map(str, value)) if isinstance(value, list) else str(value))  # fmt: skip
+                plan_rows.append({"server": r.server, "what": what, "plan": text or "(nothing to do)"})
+            if r.result != "planned" or not r.plan:
+                plan_rows.append({"server": r.server, "what": r.result, "plan": r.error})
+        emit(plan_rows, output, columns=["server", "what", "plan"], title="provision plan (nothing changed)")
+        return
+    flat = [{k: v for k, v in row.items() if k not in ("done", "resumed", "plan")} | {"resumed": len(row["resumed"])} for row in rows]
+    emit(flat, output, columns=["server", "result", "state", "step", "elapsed", "resumed", "error"],
+         styles={"result": lambda v: STATUS_STYLE.get(v)})  # fmt: skip
+    if output == Format.table:
+        n = {k: sum(1 for r in results if r.result == k) for k in ("ready", "failed", "refused", "locked", "skipped")}
+        line = ", ".join(f"{v} {k}" for k, v in n.items() if v) or "nothing done"
+        console(stderr=True).print(f"{line}; {stats.get('makespan_s', 0)} s; job {stats.get('job')}", highlight=False)
