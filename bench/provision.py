@@ -73,6 +73,17 @@ def provision(target: str, env: dict[str, str], stagger: float, poll: float) -> 
     return doc, wall
 
 
+def daemon_cpu(lab_dir: Path) -> tuple[float, float]:
+    """(the lab daemon's own CPU seconds, its finished children's: the simulated hosts' commands)."""
+    try:
+        pid = json.loads((lab_dir / "lab.json").read_text())["pid"]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+    except (OSError, ValueError, KeyError, IndexError):
+        return float("nan"), float("nan")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--servers", type=int, default=40)
@@ -96,21 +107,27 @@ def main() -> None:
             "--power-transition", str(a.power_transition), env=env)  # fmt: skip
         print(f"lab up: {a.servers + 1} BMCs, hosts and 3+3 switches in {time.monotonic() - t0:.1f} s", flush=True)
         try:
-            solo, solo_wall = provision("s01/rack-02", env, a.stagger, a.poll)
+            solo, _ = provision("s01/rack-02", env, a.stagger, a.poll)
             bad = [r for r in solo["servers"] if r["result"] != "ready"]
             if bad:
                 sys.exit(f"the solo server did not reach ready: {bad}")
             print(f"one server alone: {solo['makespan_s']:.1f} s", flush=True)
             rack, rack_wall = provision("s01/rack-01", env, a.stagger, a.poll)
+            print(json.dumps({k: v for k, v in rack.items() if k != "servers"}), flush=True)
+            lab_cpu = daemon_cpu(t / "lab")
         finally:
             run("lab", "down", env=env, check=False)
     rows = rack["servers"]
     ready = sum(1 for r in rows if r["result"] == "ready")
     n = len(rows)
-    own = solo["makespan_s"]
+    solo_time = solo["makespan_s"]
+    # A server's own time: its steps' durations minus what it waited for on shared things
+    # (a power slot, a switch session, an Ansible batch to start).
+    own = max(r["own_s"] for r in rows)
     slowest_in_run = max(r["elapsed"] for r in rows)
     stagger_total = a.stagger * (n - 1)
     target = 1.25 * own + stagger_total
+    target_solo = 1.25 * solo_time + stagger_total
     fleet_cpu = rack["process_cpu_s"] - rack["ansible_runner_cpu_s"]
     per_server = fleet_cpu / n
     print()
@@ -118,18 +135,24 @@ def main() -> None:
           f"power transition {a.power_transition:.0f} s, stagger {a.stagger:g} s), {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(f"  servers ready                   {ready}/{n}")
     print(f"  makespan                        {rack['makespan_s']:.1f} s  (process wall {rack_wall:.1f} s)")
-    print(f"  one server's own time (alone)   {own:.1f} s")
-    print(f"  slowest server inside the run   {slowest_in_run:.1f} s")
+    print(f"  slowest server's own time       {own:.1f} s  (steps minus waits for power slots, switch sessions, Ansible batches)")
+    print(f"  slowest server's elapsed        {slowest_in_run:.1f} s")
+    print(f"  one server alone (no sharing)   {solo_time:.1f} s")
     print(f"  power-on stagger ({n - 1} x {a.stagger:g} s)  {stagger_total:.1f} s")
     print(f"  ansible batches                 {rack['ansible_batches']}  switch sessions {rack['switch_sessions']}")
     print(f"  fleetctl CPU                    {fleet_cpu:.2f} s = {per_server:.3f} s per server "
           f"(process {rack['process_cpu_s']:.2f} s, minus {rack['ansible_runner_cpu_s']:.2f} s reading Ansible's events)")  # fmt: skip
     print(f"  Ansible CPU (child processes)   {rack['children_cpu_s']:.1f} s = {rack['children_cpu_s'] / n:.2f} s per server (not counted)")
+    print(f"  lab CPU                         daemon {lab_cpu[0]:.1f} s (BMCs, switches, SSH of the hosts); "
+          f"commands run on the simulated hosts (Ansible's modules) {lab_cpu[1]:.1f} s")  # fmt: skip
     print()
     ok1 = rack["makespan_s"] <= target
     ok2 = per_server <= 0.5
     print(f"  target: makespan <= 1.25 x {own:.1f} + {stagger_total:.1f} = {target:.1f} s   "
           f"{rack['makespan_s']:.1f} s ({rack['makespan_s'] / (own + stagger_total):.2f}x own+stagger)  {'met' if ok1 else 'MISSED'}")  # fmt: skip
+    ok3 = rack["makespan_s"] <= target_solo
+    print(f"  the same against one server alone: <= 1.25 x {solo_time:.1f} + {stagger_total:.1f} = {target_solo:.1f} s   "
+          f"{'met' if ok3 else 'MISSED'}")  # fmt: skip
     print(f"  target: <= 0.5 CPU s per server                {per_server:.3f} s  {'met' if ok2 else 'MISSED'}")
 
 

@@ -28,6 +28,7 @@ def command(
     concurrency: Annotated[int, typer.Option(help="Servers worked on at once.")] = 64,
     ansible_window: Annotated[float, typer.Option(help="Seconds a batch waits for more servers before Ansible starts.")] = 10.0,
     poll: Annotated[float, typer.Option(help="Seconds between two polls of a BMC or an installing host.")] = 2.0,
+    switch_sessions: Annotated[int, typer.Option(help="SSH sessions to one switch at once (port changes side by side).")] = 8,
     output: OutputOpt = Format.table,
 ) -> None:
     """Provision servers: firmware to the baseline, BIOS profile, provisioning VLAN, one-time
@@ -41,8 +42,9 @@ def command(
     from fleetctl.errors import InputError
     from fleetctl.workflows.provision import Options, provision, worst_exit
 
-    if stagger < 0 or concurrency < 1 or ansible_window < 0 or poll <= 0:
-        raise InputError("--stagger and --ansible-window take numbers >= 0, --concurrency >= 1, --poll > 0", field="--stagger")
+    if stagger < 0 or concurrency < 1 or ansible_window < 0 or poll <= 0 or switch_sessions < 1:
+        raise InputError("--stagger and --ansible-window take numbers >= 0, --concurrency and --switch-sessions >= 1, --poll > 0",
+                         field="--stagger")
     servers = resolve(targets)
     in_service = [s.name for s in servers if s.state == "in-service"]
     if reprovision and in_service and not dry_run and not yes:
@@ -50,7 +52,7 @@ def command(
             raise InputError(f"{len(in_service)} server(s) in service ({', '.join(in_service[:3])}...): give --yes to confirm --reprovision")
         typer.confirm(f"Reprovision {len(in_service)} server(s) in service ({', '.join(in_service[:5])})? Their workloads stop", abort=True)
     opts = Options(dry_run=dry_run, reprovision=reprovision, restart=restart, accept_drift=accept_drift, concurrency=concurrency,
-                   stagger_s=stagger, ansible_window_s=ansible_window, poll_s=poll)  # fmt: skip
+                   stagger_s=stagger, ansible_window_s=ansible_window, poll_s=poll, switch_sessions=switch_sessions)  # fmt: skip
 
     def _term(signum: int, frame: Any) -> None:  # SIGTERM as Ctrl-C: the journal and the locks are closed properly
         raise KeyboardInterrupt
@@ -130,7 +132,7 @@ def _report(results: list[Any], stats: dict[str, Any], output: Format, *, dry_ru
                 plan_rows.append({"server": r.server, "what": r.result, "plan": r.error})
         emit(plan_rows, output, columns=["server", "what", "plan"], title="provision plan (nothing changed)")
         return
-    flat = [{k: v for k, v in row.items() if k not in ("done", "resumed", "plan")} | {"resumed": len(row["resumed"])} for row in rows]
+    flat = [{k: v for k, v in row.items() if k not in ("done", "resumed", "plan", "timings")} | {"resumed": len(row["resumed"])} for row in rows]
     emit(flat, output, columns=["server", "result", "state", "step", "elapsed", "resumed", "error"],
          styles={"result": lambda v: STATUS_STYLE.get(v)})  # fmt: skip
     if output == Format.table:

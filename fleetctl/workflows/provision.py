@@ -82,6 +82,7 @@ class Options:
     ansible_window_s: float = 10.0
     ansible_forks: int = 50
     switch_window_s: float = 1.0
+    switch_sessions: int = 8
     poll_s: float = 2.0
     firmware_timeout_s: float = 3600.0
     url: str | None = None
@@ -124,6 +125,10 @@ class Progress:
     failed_step: str | None = None
     error: str | None = None
     done: list[str] = field(default_factory=list)  # steps finished in this run
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per step finished in this run
+    # Seconds spent waiting on what is shared (a power slot, a switch session, an Ansible batch):
+    # the step timings minus these are the server's own time.
+    waited: float = 0.0
     resumed: list[str] = field(default_factory=list)  # steps found done in the journal
     plan: dict[str, Any] = field(default_factory=dict)
     cpu_s: float = 0.0
@@ -132,7 +137,8 @@ class Progress:
         elapsed = (self.finished or time.monotonic()) - self.started if self.started else 0.0
         out = {"server": self.server, "result": self.result or "running", "state": self.state,
                "step": self.failed_step or self.step, "elapsed": round(elapsed, 1), "error": self.error,
-               "done": self.done, "resumed": self.resumed}  # fmt: skip
+               "done": self.done, "resumed": self.resumed, "timings": self.timings, "waited": round(self.waited, 2),
+               "own_s": round(sum(self.timings.values()) - self.waited, 2)}  # fmt: skip
         if self.plan:
             out["plan"] = self.plan
         return out
@@ -321,13 +327,15 @@ class PowerGate:
 class SwitchBatcher:
     """Port moves per switch, coalesced: what arrives within a window shares one SSH session."""
 
-    def __init__(self, switches: dict[str, Any], window_s: float, *, protected: dict[str, set[str]]) -> None:
+    def __init__(self, switches: dict[str, Any], window_s: float, *, protected: dict[str, set[str]], sessions: int = 8) -> None:
         self.switches = switches  # name -> SwitchRef
         self.window_s = window_s
         self.protected = protected
+        self.sessions = sessions  # SSH sessions per switch at once
         self.pending: dict[str, list[tuple[str, Any, bool, asyncio.Future[Any]]]] = {}
         self.flushers: dict[str, asyncio.Task[None]] = {}
-        self.sessions = 0
+        self.sessions_opened = 0
+        self.work_s: dict[tuple[str, str], float] = {}  # the last change's own seconds, per port
 
     async def change(self, switch: str, port: str, wanted: Any, *, force: bool) -> Any:
         """Apply one port change (read, diff, apply, read back, verify, roll back); the PortChange."""
@@ -359,6 +367,15 @@ class SwitchBatcher:
                     fut.set_result(res)
 
     def _apply(self, switch: str, work: list[tuple[str, Any, bool]]) -> list[Any]:
+        """Apply the ports' changes over up to ``sessions`` SSH sessions to the switch at once.
+
+        A port change waits on the switch's CLI far more than it computes
+        (read, configure, read back), so a rack's 40 ports go through several
+        sessions side by side; each session takes the next port still to do.
+        Switches allow several management sessions (SONiC's sshd 10, EOS more).
+        """
+        import threading
+
         from fleetctl.plugins import load_driver
         from fleetctl.targets import switch_targets
 
@@ -366,22 +383,29 @@ class SwitchBatcher:
         if not targets:
             raise StepFailed(f"{switch}: {unreachable.get(switch, 'unreachable')}")
         protected = self.protected.get(switch, set())
+        queue = list(enumerate(work))
+        results: list[Any] = [None] * len(work)
+        lock = threading.Lock()
 
-        def op(sw: Any) -> list[Any]:
-            out: list[Any] = []
-            for port, wanted, force in work:
+        def op(sw: Any) -> None:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    i, (port, wanted, force) = queue.pop(0)
+                t0 = time.monotonic()
                 try:
-                    out.append(sw.apply_port_change(port, wanted, protected=protected, force=force))
+                    results[i] = sw.apply_port_change(port, wanted, protected=protected, force=force)
                 except FleetError as e:  # one refused port does not stop the others
-                    out.append(StepFailed(f"{switch} {port}: {e}"))
-            return out
+                    results[i] = StepFailed(f"{switch} {port}: {e}")
+                self.work_s[(switch, port)] = time.monotonic() - t0
 
-        self.sessions += 1
+        k = max(1, min(self.sessions, len(work)))
+        self.sessions_opened += k
         driver_cls = load_driver("switch", "netmiko")
-        (result,) = driver_cls.sweep(targets, op, concurrency=1)
-        if not result.ok:
-            raise StepFailed(f"{switch}: {result.error}")
-        return result.value
+        outcomes = driver_cls.sweep(targets * k, op, concurrency=k)
+        errors = [o.error for o in outcomes if not o.ok]
+        return [r if r is not None else StepFailed(f"{switch}: {errors[0] if errors else 'not done'}") for r in results]
 
 
 class AnsibleBatcher:
@@ -400,6 +424,7 @@ class AnsibleBatcher:
         self.pending: dict[str, asyncio.Future[Any]] = {}
         self.timer: asyncio.Task[None] | None = None
         self.batches: list[list[str]] = []
+        self.started: dict[str, float] = {}  # when each server's batch started
         self.running: set[asyncio.Task[None]] = set()
 
     def expect(self, name: str) -> None:
@@ -430,6 +455,8 @@ class AnsibleBatcher:
 
     def _start(self) -> None:
         batch, self.pending = self.pending, {}
+        now = time.monotonic()
+        self.started.update(dict.fromkeys(batch, now))
         if self.timer is not None and not self.timer.done() and self.timer is not asyncio.current_task():
             self.timer.cancel()
         self.timer = None
@@ -677,10 +704,11 @@ class Provisioner:
             self.stats.update(
                 makespan_s=round(time.monotonic() - t0, 2),
                 cpu_s=round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 2),
+                process_cpu_s=round(cpu1.ru_utime + cpu1.ru_stime, 2),  # start-up and imports included
                 ansible_runner_cpu_s=round(self.ansible_thread_cpu, 2),
                 children_cpu_s=round(kids.ru_utime + kids.ru_stime, 2),
                 ansible_batches=[len(b) for b in getattr(self, "ansible", None).batches] if getattr(self, "ansible", None) else [],
-                switch_sessions=self.switches.sessions if getattr(self, "switches", None) else 0,
+                switch_sessions=self.switches.sessions_opened if getattr(self, "switches", None) else 0,
             )
         return [self.progress[n] for n in self.names]
 
@@ -715,7 +743,7 @@ class Provisioner:
         self.power_now = states
         drawing = {rack: sum(p or 0 for n, p in ms if states.get(n) != PowerState.OFF) for rack, ms in members.items()}
         self.power = PowerGate(budgets, drawing, self.opt.stagger_s)
-        self.switches = SwitchBatcher(self.switch_refs, self.opt.switch_window_s, protected=protected)
+        self.switches = SwitchBatcher(self.switch_refs, self.opt.switch_window_s, protected=protected, sessions=self.opt.switch_sessions)
         self.ansible = AnsibleBatcher(self.opt.ansible_window_s, self._run_ansible)
         for n in work:
             self.ansible.expect(n)
@@ -755,6 +783,7 @@ class Provisioner:
                 state = self.journal.advance(name, PHASE[step], reason=f"provision: {step}")
                 self._set(name, state=state, step=step, status="running")
                 sid = self.journal.start_step(ctx.id, step)
+                t_step = time.monotonic()
                 try:
                     output = await getattr(self, "_step_" + step.replace("-", "_"))(ctx, sid, interrupted.get(step))
                 except (TimeoutError, FleetError, OSError) as e:
@@ -763,6 +792,7 @@ class Provisioner:
                     raise StepFailed(f"{step}: {msg}") from e
                 self.journal.end_step(sid, ok=True, output=output)
                 self.progress[name].done.append(step)
+                self.progress[name].timings[step] = round(time.monotonic() - t_step, 2)
             state = self.journal.advance(name, S.READY, reason="provision: every step done")
             self.journal.set_target(name, None)
             self._set(name, state=state, step="ready", status="ready", result="ready", finished=time.monotonic())
@@ -844,7 +874,7 @@ class Provisioner:
             # Filling what was left open (MACs, boards) or accepting drift edits the site: the rare path.
             r = (await asyncio.to_thread(reconcile, {ctx.name: facts}, accept=self.opt.accept_drift, url=self.opt.url))[0]
         if r.drift and not self.opt.accept_drift:
-            raise StepFailed("inspect: drift from the inventory: " + "; ".join(r.drift)[:800] + " (give --accept-drift to take the BMC's view)")
+            raise StepFailed("drift from the inventory: " + "; ".join(r.drift)[:800] + " (give --accept-drift to take the BMC's view)")
         return {"drift": r.drift, "filled": r.filled, "accepted": r.accepted, "boards": r.boards_found}
 
     async def _step_firmware(self, ctx: ServerCtx, sid: int, noted: Any) -> Any:
@@ -865,7 +895,7 @@ class Provisioner:
             if not todo:
                 return {"updates": [], "waited_for_running_update": waited}
             if not ctx.prov["firmware_images"]:
-                raise StepFailed(f"firmware: {', '.join(f'{u.id} {u.before} -> {u.baseline}' for u in todo)} needed, "
+                raise StepFailed(f"{', '.join(f'{u.id} {u.before} -> {u.baseline}' for u in todo)} needed, "
                                  f"and site {ctx.site} has no provisioning.firmware_images URL")  # fmt: skip
             self.journal.note(sid, {"updating": [{"id": u.id, "from": u.before, "to": u.baseline} for u in todo]})  # type: ignore[union-attr]
             self._set(ctx.name, status=f"flashing {', '.join(u.id for u in todo)}")
@@ -900,7 +930,10 @@ class Provisioner:
         for w in ctx.ports:
             wanted = PortConfig(mode=PortMode.ACCESS, access_vlan=int(vlan), admin_up=True) if provisioning else w.config()
             jobs.append((w, self.switches.change(w.switch, w.port, wanted, force=ctx.in_service)))
+        t0 = time.monotonic()
         results = await asyncio.gather(*(j for _, j in jobs), return_exceptions=True)
+        own = max((self.switches.work_s.get((w.switch, w.port), 0.0) for w in ctx.ports), default=0.0)
+        self.progress[ctx.name].waited += max(0.0, time.monotonic() - t0 - own)
         out, bad = [], []
         for (w, _), res in zip(jobs, results, strict=True):
             if isinstance(res, BaseException):
@@ -948,7 +981,9 @@ class Provisioner:
             state = await bmc.power.state()
             drawing = state != PowerState.OFF
             self._set(ctx.name, status="waiting for the rack's power slot")
+            t0 = time.monotonic()
             draw = await self.power.admit(ctx.rack, ctx.peak_w, already_drawing=drawing)
+            self.progress[ctx.name].waited += time.monotonic() - t0
             action = "cycle" if state == PowerState.ON else "on"
             self.journal.note(sid, {"power_action": action, "boot": boot, "rack_draw_w": draw})  # type: ignore[union-attr]
             self._set(ctx.name, status=f"power {action} ({boot})")
@@ -994,7 +1029,9 @@ class Provisioner:
 
     async def _step_ansible(self, ctx: ServerCtx, sid: int, noted: Any) -> Any:
         self._set(ctx.name, status="waiting for the batch")
+        t0 = time.monotonic()
         outcome = await self.ansible.submit(ctx.name)
+        self.progress[ctx.name].waited += max(0.0, self.ansible.started.get(ctx.name, t0) - t0)
         if outcome is None:
             raise StepFailed("the ansible run gave no result for this host")
         if not outcome.ok:

@@ -296,3 +296,36 @@ def test_two_processes_on_overlapping_targets_work_each_server_once(lab, cli, ex
     assert len({j for j, _ in steps}) == 1  # every step of mn-08 belongs to one job
     for n in ("mn-tyo1-r12-07", "mn-tyo1-r12-08", "mn-tyo1-r12-09"):
         assert _power_actions(lab, n) == 1 and _host(lab, n)["installs"] == 1
+
+
+@sqlite_only
+def test_a_host_failing_a_whole_play_does_not_take_the_others_down(lab, cli):  # type: ignore[no-untyped-def]
+    # The only MN-Core host of the batch fails its device check: Ansible then ends the playbook for
+    # everybody (every host of that play failed), before the GPU host's plays. The GPU host is run again
+    # alone and reaches ready; the MN-Core host fails alone.
+    assert cli("lab", "fault", "mn-tyo1-r12-10", "--set", "device_missing=2").code == 0
+    code, doc = _provision(cli, "mn-tyo1-r12-10", "gpu-tyo1-r12-19")
+    rows = {r["server"]: r for r in doc["servers"]}
+    assert code == 1
+    assert rows["gpu-tyo1-r12-19"]["result"] == "ready", rows["gpu-tyo1-r12-19"]
+    assert rows["mn-tyo1-r12-10"]["step"] == "ansible" and "found 2 device nodes" in rows["mn-tyo1-r12-10"]["error"], rows
+    gpu = Path(os.environ["FLEETCTL_LAB_DIR"]) / "hosts" / "gpu-tyo1-r12-19" / "root" / "var" / "lib" / "fleetctl" / "applied"
+    assert (gpu / "gpu.json").exists() and (gpu / "k8s-join.json").exists()
+
+
+@sqlite_only
+def test_virtual_media_install_boots_the_iso_once_and_ejects_it(lab, cli, tmp_path):  # type: ignore[no-untyped-def]
+    import yaml
+
+    iso = "https://deploy.tyo1.example/images/debian-12-fleet.iso"
+    doc = yaml.safe_load(cli("inventory", "export").out)
+    doc["sites"][0]["provisioning"].update(boot="vmedia", image=iso)
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert cli("inventory", "import", str(tmp_path / "site.yaml")).code == 0
+    code, out = _provision(cli, "mn-tyo1-r12-11")
+    assert code == 0, out
+    c = counters(lab, "mn-tyo1-r12-11")
+    assert [(b["source"], b.get("image")) for b in c["boot_log"]] == [("Cd", iso)]
+    assert _host(lab, "mn-tyo1-r12-11")["installs"] == 1
+    media = json.loads(cli("media", "show", "mn-tyo1-r12-11", "--output", "json").out)
+    assert not any(m.get("inserted") for m in media), media  # ejected once the OS was up
