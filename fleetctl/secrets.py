@@ -78,6 +78,29 @@ def _parse_pair(text: str, origin: str) -> Credential:
     raise SecretError(f"{origin}: expected a username and a password")
 
 
+def _read(ref: str, what: str) -> str:
+    """The text behind a ``file:`` (owner-only) or ``cmd:`` reference."""
+    scheme, _, rest = ref.partition(":")
+    if scheme == "file":
+        path = Path(rest).expanduser()
+        try:
+            st = path.stat()
+        except OSError as e:
+            raise SecretError(f"{what} {ref}: cannot read {path}: {e.strerror}") from e
+        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise SecretError(f"{what} {ref}: {path} must be readable by its owner only (chmod 600)")
+        return path.read_text()
+    # cmd: the command's own error output may name the secret store; keep it
+    # out of our message, only the exit status is shown.
+    try:
+        done = subprocess.run(shlex.split(rest), capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SecretError(f"{what} {ref}: command failed to run: {e.__class__.__name__}") from e
+    if done.returncode != 0:
+        raise SecretError(f"{what} {ref}: command exited with {done.returncode}")
+    return done.stdout
+
+
 def resolve(ref: str) -> Credential:
     """Read the credential that ``ref`` points at."""
     validate_ref(ref)
@@ -88,24 +111,7 @@ def resolve(ref: str) -> Credential:
         if user is None or password is None:
             raise SecretError(f"credential {ref}: set {rest}_USERNAME and {rest}_PASSWORD")
         return Credential(user, Secret(password))
-    if scheme == "file":
-        path = Path(rest).expanduser()
-        try:
-            st = path.stat()
-        except OSError as e:
-            raise SecretError(f"credential {ref}: cannot read {path}: {e.strerror}") from e
-        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise SecretError(f"credential {ref}: {path} must be readable by its owner only (chmod 600)")
-        return _parse_pair(path.read_text(), f"credential {ref}")
-    # cmd: the command's own error output may name the secret store; keep it
-    # out of our message, only the exit status is shown.
-    try:
-        done = subprocess.run(shlex.split(rest), capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise SecretError(f"credential {ref}: command failed to run: {e.__class__.__name__}") from e
-    if done.returncode != 0:
-        raise SecretError(f"credential {ref}: command exited with {done.returncode}")
-    return _parse_pair(done.stdout, f"credential {ref}")
+    return _parse_pair(_read(ref, "credential"), f"credential {ref}")
 
 
 def resolve_token(ref: str) -> Secret:
@@ -121,24 +127,7 @@ def resolve_token(ref: str) -> Secret:
         if not value:
             raise SecretError(f"secret {ref}: set {rest}")
         return Secret(value.strip())
-    if scheme == "file":
-        path = Path(rest).expanduser()
-        try:
-            st = path.stat()
-        except OSError as e:
-            raise SecretError(f"secret {ref}: cannot read {path}: {e.strerror}") from e
-        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise SecretError(f"secret {ref}: {path} must be readable by its owner only (chmod 600)")
-        text = path.read_text()
-    else:
-        try:
-            done = subprocess.run(shlex.split(rest), capture_output=True, text=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise SecretError(f"secret {ref}: command failed to run: {e.__class__.__name__}") from e
-        if done.returncode != 0:
-            raise SecretError(f"secret {ref}: command exited with {done.returncode}")
-        text = done.stdout
-    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    line = next((x.strip() for x in _read(ref, "secret").splitlines() if x.strip()), "")
     if not line:
         raise SecretError(f"secret {ref}: empty")
     return Secret(line)

@@ -83,6 +83,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetctl.errors import FleetError
 from fleetctl.lab import host_standins as standins
+from fleetctl.lab.sshserve import serve_ssh
 
 if TYPE_CHECKING:
     from fleetctl.lab.bmc.server import BMCLab
@@ -407,8 +408,6 @@ class HostLab:
         self.ssh_dir: Path | None = None
 
     async def start(self) -> None:
-        import asyncssh
-
         logging.getLogger("asyncssh").setLevel(logging.WARNING)
         sd = self.lab.state_dir
         assert sd is not None
@@ -424,21 +423,11 @@ class HostLab:
             bmc.on_host_down = partial(self._drop, name)
         try:
             for name, (host, port) in self._address_plan().items():
-                srv = None
-                for p in dict.fromkeys((port, 0)):
-                    try:
-                        srv = await asyncssh.create_server(
-                            partial(_server_class(), self, name), host, p, server_host_keys=[host_key],
-                            process_factory=partial(self._run, name), sftp_factory=partial(self._sftp, name),
-                            encoding=None, allow_scp=True, reuse_address=True, keepalive_interval=0,
-                            backlog=self.config.backlog,
-                        )  # fmt: skip
-                        break
-                    except OSError as e:
-                        if p == 0:
-                            raise
-                        log.debug("host %s: cannot bind %s:%s (%s); using an ephemeral port", name, host, p, e)
-                assert srv is not None
+                srv = await serve_ssh(
+                    partial(_server_class(), self, name), host, port, what=f"host {name}", log=log, server_host_keys=[host_key],
+                    process_factory=partial(self._run, name), sftp_factory=partial(self._sftp, name),
+                    encoding=None, allow_scp=True, reuse_address=True, keepalive_interval=0, backlog=self.config.backlog,
+                )  # fmt: skip
                 self._servers.append(srv)
                 self.endpoints[name] = (host, srv.sockets[0].getsockname()[1])
         except OSError as e:

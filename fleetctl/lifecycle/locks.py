@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from fleetctl.errors import Locked
+from fleetctl.store import immediate
 
 
 def owner_id() -> str:
@@ -50,7 +51,7 @@ def try_lock(engine: Any, names: list[str], *, purpose: str, owner: str | None =
     owner = owner or owner_id()
     got, refused = [], {}
     for name in names:
-        with engine.begin() as conn:
+        with immediate(engine) as conn:
             n = conn.execute(
                 update(T.server)
                 .where(T.server.c.name == name, T.server.c.reservation.is_(None))
@@ -74,7 +75,7 @@ def release(engine: Any, names: list[str], *, owner: str | None = None) -> None:
     from fleetctl.store import tables as T
 
     owner = owner or owner_id()
-    with engine.begin() as conn:
+    with immediate(engine) as conn:
         for name in names:
             conn.execute(
                 update(T.server).where(T.server.c.name == name, T.server.c.reservation == owner)
@@ -101,7 +102,7 @@ def break_lock(engine: Any, name: str, *, force: bool = False) -> str | None:
     """Clear a lock whose owner is gone (or any, with force); return the old owner."""
     from fleetctl.store import tables as T
 
-    with engine.begin() as conn:
+    with immediate(engine) as conn:
         row = conn.execute(select(T.server.c.reservation).where(T.server.c.name == name)).first()
         if row is None or row.reservation is None:
             return None

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fleetctl.errors import StoreError
 
@@ -151,6 +151,23 @@ def reset_engines() -> None:
         for engine in _engines.values():
             engine.dispose()
         _engines.clear()
+
+
+@contextmanager
+def immediate(engine: Any) -> Iterator:  # type: ignore[type-arg]
+    """A short write transaction on one row or a few (journal, state, locks).
+
+    On SQLite it starts with BEGIN IMMEDIATE: a deferred transaction that
+    reads and then writes fails at once ("database is locked", no busy wait)
+    when another process wrote in between, which several provisioning
+    processes do all the time. Elsewhere a plain transaction: row locks and
+    compare-and-set suffice, no inventory-wide lock is taken.
+    """
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn = conn.execution_options(fleetctl_immediate=True)
+        with conn.begin():
+            yield conn
 
 
 @contextmanager

@@ -37,6 +37,7 @@ from sqlalchemy import insert, select, update
 
 from fleetctl.errors import FleetError, Timeout
 from fleetctl.lifecycle.states import ServerState as S
+from fleetctl.store import immediate
 
 # The steps, in order, with what each makes true. The lifecycle state a
 # server is in while a step runs is in PHASE.
@@ -164,7 +165,7 @@ class Journal:
         from fleetctl.models import Job
         from fleetctl.models.base import utcnow
 
-        with engine.begin() as conn:
+        with immediate(engine) as conn:
             job_id = conn.execute(
                 insert(Job.__table__).values(kind="provision", target=target, state="running", actor=actor, args=args, created_at=utcnow())
             ).inserted_primary_key[0]
@@ -201,7 +202,7 @@ class Journal:
         from fleetctl.models.base import utcnow
 
         now = utcnow()
-        with self.engine.begin() as conn:
+        with immediate(self.engine) as conn:
             return conn.execute(
                 insert(JobStep.__table__).values(
                     job_id=self.job_id, server_id=server_id, name=f"provision.{name}", state=state, started_at=now,
@@ -216,14 +217,14 @@ class Journal:
         """Write what a step is about to do (or has learned) before it goes on."""
         from fleetctl.store import tables as T
 
-        with self.engine.begin() as conn:
+        with immediate(self.engine) as conn:
             conn.execute(update(T.job_step).where(T.job_step.c.id == step_id).values(output=_dump(output)))
 
     def end_step(self, step_id: int, *, ok: bool, output: Any = None, error: str | None = None) -> None:
         from fleetctl.models.base import utcnow
         from fleetctl.store import tables as T
 
-        with self.engine.begin() as conn:
+        with immediate(self.engine) as conn:
             conn.execute(
                 update(T.job_step).where(T.job_step.c.id == step_id).values(
                     state="succeeded" if ok else "failed", finished_at=utcnow(), output=_dump(output), error=error
@@ -235,7 +236,7 @@ class Journal:
         from fleetctl.lifecycle.machine import move
         from fleetctl.store import tables as T
 
-        with self.engine.begin() as conn:
+        with immediate(self.engine) as conn:
             current = S(conn.execute(select(T.server.c.state).where(T.server.c.name == name)).scalar_one())
             if current == wanted:
                 return current
@@ -252,7 +253,7 @@ class Journal:
         from fleetctl.lifecycle.machine import move
         from fleetctl.store import tables as T
 
-        with self.engine.begin() as conn:
+        with immediate(self.engine) as conn:
             current = conn.execute(select(T.server.c.state).where(T.server.c.name == name)).scalar_one()
             if current != S.FAILED:
                 move(conn, name, S.FAILED, actor=self.actor, reason="provisioning step failed", expected=current, error=error[:1000])
@@ -262,20 +263,20 @@ class Journal:
     def set_target(self, name: str, target: str | None) -> None:
         from fleetctl.store import tables as T
 
-        with self.engine.begin() as conn:
+        with immediate(self.engine) as conn:
             conn.execute(update(T.server).where(T.server.c.name == name).values(target_state=target))
 
     def finish(self, state: str, error: str | None) -> None:
         from fleetctl.models.base import utcnow
         from fleetctl.store import tables as T
 
-        with self.engine.begin() as conn:
+        with immediate(self.engine) as conn:
             conn.execute(update(T.job).where(T.job.c.id == self.job_id).values(state=state, finished_at=utcnow(), error=error))
 
     def pin(self, name: str, fingerprint: str) -> None:
         from fleetctl.store import tables as T
 
-        with self.engine.begin() as conn:
+        with immediate(self.engine) as conn:
             # Trust on first use: only where nothing was pinned yet.
             conn.execute(
                 update(T.server).where(T.server.c.name == name, T.server.c.bmc_fingerprint.is_(None)).values(bmc_fingerprint=fingerprint)
@@ -660,7 +661,7 @@ class Provisioner:
 
                 for n in stale:
                     old = break_lock(engine, n)
-                    with engine.begin() as c:
+                    with immediate(engine) as c:
                         c.execute(insert(Event.__table__).values(
                             at=utcnow(), actor=actor(), action="server.unlock", object_kind="server", object_name=n,
                             detail=f"stale lock of {old} (process gone) recovered", reason="provision resumes"))  # fmt: skip

@@ -288,7 +288,7 @@ def test_two_processes_on_overlapping_targets_work_each_server_once(lab, cli, ex
     assert len(worked) == 1 and len(locked) == 1, both
     assert worked[0]["result"] == "ready"
     assert locked[0]["error"].startswith("locked by tester@ci:") and "for provision" in locked[0]["error"]
-    assert rows_a["mn-tyo1-r12-07"]["result"] == "ready" and rows_b["mn-tyo1-r12-09"]["result"] == "ready"
+    assert rows_a["mn-tyo1-r12-07"]["result"] == "ready" and rows_b["mn-tyo1-r12-09"]["result"] == "ready", (rows_a, rows_b)
     jobs = {json.loads(out_a)["job"], json.loads(out_b)["job"]}
     steps = []
     for j in jobs:

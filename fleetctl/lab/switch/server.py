@@ -22,6 +22,7 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from fleetctl.lab.sshserve import serve_ssh
 from fleetctl.lab.threads import LoopProxy, serve_in_thread
 from fleetctl.errors import FleetError, InputError
 from fleetctl.lab.switch.snmp import (
@@ -75,8 +76,6 @@ class SwitchLab:
 
     async def start(self) -> None:
         """Bind every switch's SSH, start snmpsim and the control port. Raises FleetError."""
-        import asyncssh
-
         logging.getLogger("asyncssh").setLevel(logging.WARNING)
         t0 = time.perf_counter()
         cfg = self.config
@@ -91,20 +90,11 @@ class SwitchLab:
         try:
             for i, (name, sw) in enumerate(self.switches.items()):
                 host = sw.spec.address or str(base + i)
-                srv = None
-                for port in (cfg.ssh_port, 0):
-                    try:
-                        srv = await asyncssh.create_server(
-                            lambda sw=sw: _ssh_server(sw), host, port, server_host_keys=[key],
-                            process_factory=lambda proc, sw=sw: self._session(sw, proc),
-                            reuse_address=True, encoding="utf-8", line_editor=True, keepalive_interval=0,
-                        )  # fmt: skip
-                        break
-                    except OSError as e:
-                        if port == 0:
-                            raise
-                        log.debug("switch %s: cannot bind %s:%s (%s); using an ephemeral port", name, host, port, e)
-                assert srv is not None
+                srv = await serve_ssh(
+                    lambda sw=sw: _ssh_server(sw), host, cfg.ssh_port, what=f"switch {name}", log=log, server_host_keys=[key],
+                    process_factory=lambda proc, sw=sw: self._session(sw, proc),
+                    reuse_address=True, encoding="utf-8", line_editor=True, keepalive_interval=0,
+                )  # fmt: skip
                 self._servers.append(srv)
                 self.ssh[name] = (host, srv.sockets[0].getsockname()[1])
             if cfg.snmp and self.switches and importlib.util.find_spec("snmpsim") is None:

@@ -142,3 +142,23 @@ def test_the_inventory_never_holds_a_secret(db_url, cli, write, monkeypatch, tmp
         )
         assert b"env:BMC_LAB" in raw
         assert PASSWORD.encode() not in raw
+
+
+def test_resolve_token_reads_one_value_from_env_file_or_command(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    from fleetctl.errors import SecretError
+    from fleetctl.secrets import resolve_token
+
+    monkeypatch.setenv("JOIN_TOKEN", "abcdef.0123456789abcdef")
+    tok = resolve_token("env:JOIN_TOKEN")
+    assert tok.reveal() == "abcdef.0123456789abcdef" and "0123456789" not in repr(tok) + str(tok)
+    f = tmp_path / "token"
+    f.write_text("\n  abcdef.0123456789abcdef  \nignored\n")
+    f.chmod(0o644)
+    with pytest.raises(SecretError, match="owner only"):
+        resolve_token(f"file:{f}")
+    f.chmod(0o600)
+    assert resolve_token(f"file:{f}").reveal() == "abcdef.0123456789abcdef"
+    assert resolve_token("cmd:echo abcdef.0123456789abcdef").reveal() == "abcdef.0123456789abcdef"
+    monkeypatch.delenv("JOIN_TOKEN")
+    with pytest.raises(SecretError, match="set JOIN_TOKEN"):
+        resolve_token("env:JOIN_TOKEN")
