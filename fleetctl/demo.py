@@ -33,7 +33,7 @@ def sh(*args: str, env: dict[str, str], expect: int = 0, tail: int | None = None
     lines = out.rstrip("\n").splitlines()
     if tail is not None and len(lines) > tail:
         print(f"  ... ({len(lines) - tail} lines above)")
-        lines = lines[-tail:]
+        lines = lines[-tail:] if tail else []
     print("\n".join(lines), flush=True)
     if done.returncode != expect:
         print(f"demo: expected exit code {expect}, got {done.returncode}", file=sys.stderr)

@@ -217,7 +217,9 @@ def _child() -> None:
             if data.get("ignore_errors"):
                 return True
             ev["msg"] = str(res.get("msg") or res.get("stderr") or "")[:500] or status
-            failures[host] = f"{data.get('task')}: {ev['msg']}"
+            task = str(data.get("task") or "")
+            # A failure message often starts with the task's name (an assert's fail_msg): say it once.
+            failures[host] = ev["msg"] if ev["msg"].startswith(task) else f"{task}: {ev['msg']}"
         out.write(json.dumps({"host": host, "event": ev}) + "\n")
         out.flush()
         return True
