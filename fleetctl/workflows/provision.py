@@ -603,6 +603,7 @@ class Provisioner:
         self.ctx: dict[str, ServerCtx] = {}
         self.stats: dict[str, Any] = {}
         self.ansible_thread_cpu = 0.0
+        self._ansible_steps: dict[str, int] = {}  # server -> its running ansible journal row
 
     # --- helpers ---------------------------------------------------------
 
@@ -1030,6 +1031,7 @@ class Provisioner:
 
     async def _step_ansible(self, ctx: ServerCtx, sid: int, noted: Any) -> Any:
         self._set(ctx.name, status="waiting for the batch")
+        self._ansible_steps[ctx.name] = sid
         t0 = time.monotonic()
         outcome = await self.ansible.submit(ctx.name)
         self.progress[ctx.name].waited += max(0.0, self.ansible.started.get(ctx.name, t0) - t0)
@@ -1063,10 +1065,24 @@ class Provisioner:
         batch = len(self.ansible.batches)
         private = data_dir() / "runs" / f"provision-{self.journal.job_id}-{batch}"  # type: ignore[union-attr]
 
+        seen: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+        flushed: dict[str, float] = {}
+
         def on_event(host: str, ev: dict[str, Any]) -> None:
-            if host in self.progress:
-                self.progress[host].status = f"ansible: {ev.get('task')}" + (f" {ev['status']}" if ev["status"] != "started" else "")
-                self.on_change()
+            if host not in self.progress:
+                return
+            self.progress[host].status = f"ansible: {ev.get('task')}" + (f" {ev['status']}" if ev["status"] != "started" else "")
+            self.on_change()
+            if ev["status"] == "started":
+                return
+            # The events stream into the host's journal row (at most every 2 s, and at once on a
+            # failure), so a crash in the middle of a long run still leaves what was done.
+            seen[host].append(ev)
+            now = time.monotonic()
+            sid = self._ansible_steps.get(host)
+            if sid is not None and (ev["status"] in ("failed", "unreachable") or now - flushed.get(host, 0.0) >= 2.0):
+                flushed[host] = now
+                self.journal.note(sid, {"batch": batch, "events": seen[host][-60:]})  # type: ignore[union-attr]
 
         # Reading the child's events costs this thread a little; counted apart, as Ansible's.
         cpu0 = time.thread_time()

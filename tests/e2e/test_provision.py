@@ -329,3 +329,23 @@ def test_virtual_media_install_boots_the_iso_once_and_ejects_it(lab, cli, tmp_pa
     assert _host(lab, "mn-tyo1-r12-11")["installs"] == 1
     media = json.loads(cli("media", "show", "mn-tyo1-r12-11", "--output", "json").out)
     assert not any(m.get("inserted") for m in media), media  # ejected once the OS was up
+
+
+@sqlite_only
+def test_servers_in_service_are_refused_unless_reprovision_is_confirmed(example_loaded, cli, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", "/nonexistent-lab")  # no lab: nothing may be contacted
+    for state in ("inspected", "preparing", "installing", "configuring", "validating", "ready", "in-service"):
+        assert cli("server", "set-state", "mn-tyo1-r12-12", state, "--reason", "test").code == 0
+    assert cli("server", "set-state", "mn-tyo1-r12-13", "rma", "--reason", "test", "--force").code == 0
+    r = cli("provision", "mn-tyo1-r12-12", "mn-tyo1-r12-13", "--output", "json")
+    assert r.code == 1, r.err
+    rows = {x["server"]: x for x in json.loads(r.out)["servers"]}
+    assert rows["mn-tyo1-r12-12"]["result"] == "refused" and "--reprovision" in rows["mn-tyo1-r12-12"]["error"]
+    assert rows["mn-tyo1-r12-13"]["result"] == "refused" and "RMA" in rows["mn-tyo1-r12-13"]["error"]
+    # --reprovision of a server in service must be confirmed; without a terminal, by --yes.
+    r = cli("provision", "mn-tyo1-r12-12", "--reprovision")
+    assert r.code == 2 and "give --yes" in r.err
+    show = json.loads(cli("server", "show", "mn-tyo1-r12-12", "--output", "json").out)
+    assert show["state"] == "in-service" and show["locked_by"] is None
+    jobs = json.loads(cli("jobs", "list", "--output", "json").out)
+    assert all(j["kind"] != "provision" or j["state"] != "running" for j in jobs)
