@@ -42,9 +42,11 @@ def command(
     from fleetctl.errors import InputError
     from fleetctl.workflows.provision import Options, provision, worst_exit
 
-    if stagger < 0 or concurrency < 1 or ansible_window < 0 or poll <= 0 or switch_sessions < 1:
-        raise InputError("--stagger and --ansible-window take numbers >= 0, --concurrency and --switch-sessions >= 1, --poll > 0",
-                         field="--stagger")
+    for opt, value, ok, rule in (("--stagger", stagger, stagger >= 0, ">= 0"), ("--ansible-window", ansible_window, ansible_window >= 0, ">= 0"),
+                                 ("--concurrency", concurrency, concurrency >= 1, ">= 1"), ("--switch-sessions", switch_sessions, switch_sessions >= 1, ">= 1"),
+                                 ("--poll", poll, poll > 0, "> 0")):  # fmt: skip
+        if not ok:
+            raise InputError(f"{value} is not {rule}", field=opt)
     servers = resolve(targets)
     in_service = [s.name for s in servers if s.state == "in-service"]
     if reprovision and in_service and not dry_run and not yes:
