@@ -83,7 +83,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetctl.errors import FleetError
 from fleetctl.lab import host_standins as standins
-from fleetctl.lab.sshserve import serve_ssh
+from fleetctl.lab.sshserve import close_all, serve_ssh
 
 if TYPE_CHECKING:
     from fleetctl.lab.bmc.server import BMCLab
@@ -446,12 +446,7 @@ class HostLab:
                 conn.abort()
         for proc in list(self._procs):
             _kill(proc)
-        for srv in self._servers:
-            srv.close()
-        for srv in self._servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(srv.wait_closed(), 1.0)
-        self._servers.clear()
+        await close_all(self._servers)
 
     def _address_plan(self) -> dict[str, tuple[str, int]]:
         cfg = self.config

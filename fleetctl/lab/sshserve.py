@@ -22,3 +22,16 @@ async def serve_ssh(factory: Any, host: str, port: int, *, what: str, log: loggi
                 raise
             log.debug("%s: cannot bind %s:%s (%s); using an ephemeral port", what, host, p, e)
     raise AssertionError("unreachable")
+
+
+async def close_all(servers: list[Any]) -> None:
+    """Close the listeners and wait (a second each at most) until they are closed; empty the list."""
+    import asyncio
+    import contextlib
+
+    for srv in servers:
+        srv.close()
+    for srv in servers:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(srv.wait_closed(), 1.0)
+    servers.clear()

@@ -22,7 +22,7 @@ from typing import Any, Self
 
 from aiohttp import web
 
-from fleetctl.lab.sshserve import serve_ssh
+from fleetctl.lab.sshserve import close_all, serve_ssh
 from fleetctl.lab.threads import LoopProxy, serve_in_thread
 from fleetctl.errors import FleetError, InputError
 from fleetctl.lab.switch.snmp import (
@@ -133,12 +133,7 @@ class SwitchLab:
         for conn in list(self._sessions):
             with contextlib.suppress(Exception):
                 conn.abort()
-        for srv in self._servers:
-            srv.close()
-        for srv in self._servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(srv.wait_closed(), 1.0)
-        self._servers.clear()
+        await close_all(self._servers)
         if self._agents is not None:
             await self._agents.stop()
             self._agents = None
