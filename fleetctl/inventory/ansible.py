@@ -51,8 +51,8 @@ def _public_url(url: str | None) -> str | None:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-def _hosts(conn: Any, name: str | None = None) -> dict[str, dict[str, Any]]:
-    """Every server and switch (or only ``name``): its variables and its groups."""
+def _hosts(conn: Any, name: str | None = None, *, servers_only: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Every server and switch (or only ``name``; or only the servers ``servers_only``): variables and groups."""
     from fleetctl.inventory.queries import board_t, hm_t, nic_t, rack_t, site_t, srv_t, sw_t, tag_t
 
     servers = (
@@ -73,6 +73,15 @@ def _hosts(conn: Any, name: str | None = None) -> dict[str, dict[str, Any]]:
     kinds_q = select(board_t.c.server_id, board_t.c.kind).where(board_t.c.server_id.is_not(None))
     nics_q = select(nic_t.c.server_id, nic_t.c.name, nic_t.c.mac).where(nic_t.c.mac.is_not(None))
     tags_q = select(tag_t.c.server_id, tag_t.c.tag)
+    if servers_only is not None:
+        # A workflow's batch: its servers' variables, without reading the whole fleet.
+        some = sorted(servers_only)
+        servers = servers.where(srv_t.c.name.in_(some))
+        switches = switches.where(sw_t.c.name.is_(None))
+        ids = select(srv_t.c.id).where(srv_t.c.name.in_(some)).scalar_subquery()
+        kinds_q = kinds_q.where(board_t.c.server_id.in_(ids))
+        nics_q = nics_q.where(nic_t.c.server_id.in_(ids))
+        tags_q = tags_q.where(tag_t.c.server_id.in_(ids))
     if name is not None:
         servers = servers.where(srv_t.c.name == name)
         switches = switches.where(sw_t.c.name == name)

@@ -513,7 +513,7 @@ def load_contexts(conn: Any, names: list[str]) -> dict[str, ServerCtx]:
             if nic.lower() not in BMC_NIC_NAMES:
                 ports.setdefault(server, []).append(w)
     provs: dict[str, dict[str, Any]] = {}
-    hosts = _hosts(conn)
+    hosts = _hosts(conn, servers_only=set(names))
     out = {}
     for name in names:
         r = rows[name]
@@ -614,12 +614,21 @@ class Provisioner:
         self.on_change()
 
     def _bmc_target(self, ctx: ServerCtx) -> Any:
-        from fleetctl.targets import bmc_targets
+        """The server's BMCTarget, resolved once per run for every server.
 
-        targets, unreachable = bmc_targets([ctx.bmc_ref])
-        if not targets:
-            raise StepFailed(unreachable.get(ctx.name, "no BMC"))
-        return targets[0]
+        Resolving reads the lab's state and each credential reference; every
+        step of every server opens the BMC, so doing it per step was the same
+        work forty times over.
+        """
+        if not hasattr(self, "_targets"):
+            from fleetctl.targets import bmc_targets
+
+            targets, self._unreachable = bmc_targets([c.bmc_ref for c in self.ctx.values()])
+            self._targets = {t.name: t for t in targets}
+        target = self._targets.get(ctx.name)
+        if target is None:
+            raise StepFailed(self._unreachable.get(ctx.name, "no BMC"))
+        return target
 
     def _bmc(self, ctx: ServerCtx) -> Any:
         from fleetctl.plugins import load_driver
