@@ -47,7 +47,7 @@ from fleetctl.interfaces.snmp import PollResult, SnmpTarget
 from . import ber, parse
 from .parse import Columns, Oid
 from .rates import rebooted
-from .v2c import SnmpPollError, V2cClient
+from .v2c import SnmpPollError, V2cClient, client_socket
 
 # pysnmp is imported lazily (in SnmpPoller) so importing this module is cheap.
 
@@ -112,11 +112,27 @@ class SnmpPoller:
 
     # ---------------------------------------------------------------- engines
 
+    def _new_engine(self) -> Any:
+        """An SnmpEngine whose UDP transport is our socket, not pysnmp's.
+
+        pysnmp opens its client socket with the kernel's default receive
+        buffer. Polling hundreds of fast agents at once overflowed it (the
+        kernel's UdpRcvbufErrors grew, and agents timed out after every
+        retry); :func:`.v2c.client_socket` has a large one. hlapi's LCD reuses
+        a transport already registered for the UDP domain.
+        """
+        from pysnmp.carrier.asyncio.dgram import udp
+        from pysnmp.entity import config
+
+        engine = self._SnmpEngine()
+        config.add_transport(engine, udp.DOMAIN_NAME, udp.UdpAsyncioTransport().open_server_mode(sock=client_socket()))
+        return engine
+
     def _engine_for(self, target: SnmpTarget) -> Any:
         self._init_pysnmp()
         if target.version != "3":
             if not self._engines:
-                self._engines.append((self._SnmpEngine(), {}))
+                self._engines.append((self._new_engine(), {}))
             return self._engines[0][0]
         creds = (target.auth_text(), target.priv_text(), target.auth_protocol, target.priv_protocol, target.context_name)
         for engine, users in self._engines:
@@ -124,7 +140,7 @@ class SnmpPoller:
             if have is None or have == creds:
                 users[target.user or ""] = creds
                 return engine
-        engine = self._SnmpEngine()
+        engine = self._new_engine()
         self._engines.append((engine, {target.user or "": creds}))
         return engine
 

@@ -16,6 +16,7 @@ rejects: ``codec`` is then True so the poller can retry with pysnmp).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import socket
 from typing import Any
@@ -25,7 +26,31 @@ from fleetctl.interfaces.snmp import ErrorKind, SnmpTarget
 from . import ber
 from .ber import Oid
 
-_RCVBUF = 4 * 1024 * 1024  # many agents answer at once; the kernel caps this at rmem_max
+_RCVBUF = 4 * 1024 * 1024  # many agents answer at once (see client_socket)
+
+
+def client_socket(family: int = socket.AF_INET) -> socket.socket:
+    """A bound, non-blocking UDP socket with a large receive buffer.
+
+    A poll of many agents has up to ``concurrency`` answers arriving at
+    once; with the kernel's default buffer (about 200 KB) a burst of 1.5 KB
+    answers overflows it while the client is busy decoding, and the dropped
+    answers come back as timeouts.
+    """
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RCVBUF)
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) < _RCVBUF:
+            # capped at net.core.rmem_max (about 200 KB on a stock kernel);
+            # with CAP_NET_ADMIN the cap does not apply
+            with contextlib.suppress(OSError, AttributeError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, _RCVBUF)
+        sock.bind(("0.0.0.0", 0) if family == socket.AF_INET else ("::", 0))
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class SnmpPollError(Exception):
@@ -109,14 +134,7 @@ class V2cClient:
         got = self._transports.get(family)
         if got is not None:
             return got[0]
-        sock = socket.socket(family, socket.SOCK_DGRAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RCVBUF)
-            sock.bind(("0.0.0.0", 0) if family == socket.AF_INET else ("::", 0))
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
+        sock = client_socket(family)
         tr, _ = await loop.create_datagram_endpoint(lambda: _Protocol(self._pending), sock=sock)
         self._transports[family] = (tr, sock)
         return tr
