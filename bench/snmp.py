@@ -153,6 +153,8 @@ class Agents:
         self.args = args
         self.tmp = Path(tempfile.mkdtemp(prefix="fleetctl-bench-snmp-"))
         self.pids: list[int] = []
+        self.host = "127.0.0.1"
+        self.ports: list[int] = []
 
     def missing(self) -> str | None:
         raise NotImplementedError
@@ -161,7 +163,11 @@ class Agents:
         raise NotImplementedError
 
     def targets(self, timeout: float) -> list[SnmpTarget]:
-        raise NotImplementedError
+        """One v2c target per agent port (community ``public``)."""
+        return [
+            SnmpTarget(name=f"sw{i:04d}", host=self.host, port=p, community="public", timeout=timeout, retries=1)
+            for i, p in enumerate(self.ports)
+        ]
 
     def cpu(self) -> float:
         return sum(proc_cpu(p) for p in self.pids)
@@ -204,19 +210,6 @@ class SnmpsimAgents(Agents):
         for s in self.sims:
             s.start()
         self.pids = [s.pid for s in self.sims if s.pid]
-
-    def targets(self, timeout: float) -> list[SnmpTarget]:
-        return [
-            SnmpTarget(
-                name=f"sw{i:04d}",
-                host="127.0.0.1",
-                port=p,
-                community="public",
-                timeout=timeout,
-                retries=1,
-            )
-            for i, p in enumerate(self.ports)
-        ]
 
     def stop(self) -> None:
         for s in getattr(self, "sims", []):
@@ -262,6 +255,7 @@ class SnmpdAgents(Agents):
         inner = f"fbn{tag}"
         net = random.randrange(1, 254)
         self.here, self.there = f"169.254.{net}.1", f"169.254.{net}.2"
+        self.host = self.there
         self._sh("ip", "netns", "add", self.ns)
         self._sh("ip", "link", "add", self.veth, "type", "veth", "peer", "name", inner)
         self._sh("ip", "link", "set", inner, "netns", self.ns)
@@ -298,7 +292,7 @@ class SnmpdAgents(Agents):
         for k in range(0, len(self.ports), self.PER_PROCESS):
             conf = self.tmp / f"snmpd{k}.conf"
             conf.write_text(
-                "".join(f"agentAddress udp:{self.there}:{p}\n" for p in self.ports[k : k + self.PER_PROCESS])
+                "".join(f"agentAddress udp:{self.host}:{p}\n" for p in self.ports[k : k + self.PER_PROCESS])
                 + f"rocommunity public {self.here}\nsysName fleetctl-bench-snmpd\n"
             )
             out = self.tmp / f"snmpd{k}.out"
@@ -342,19 +336,6 @@ class SnmpdAgents(Agents):
             if pending and (any(p.poll() is not None for p in self.procs) or time.monotonic() > deadline):
                 out = " | ".join(f.read_text(errors="replace")[-300:] for f in sorted(self.tmp.glob("snmpd*.out")))
                 raise RuntimeError(f"snmpd: {len(pending)} ports not answering ({results[0].error}); {out}")
-
-    def targets(self, timeout: float) -> list[SnmpTarget]:
-        return [
-            SnmpTarget(
-                name=f"sw{i:04d}",
-                host=self.there,
-                port=p,
-                community="public",
-                timeout=timeout,
-                retries=1,
-            )
-            for i, p in enumerate(self.ports)
-        ]
 
     def stop(self) -> None:
         for proc in getattr(self, "procs", []):
