@@ -19,35 +19,23 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fleetctl.errors import FleetError
 from fleetctl.interfaces.bmc import BMCTarget
+from fleetctl.interfaces.sweep import TargetResult as SweepResult
 
 from .client import FleetSession
 from .driver import RedfishDriver
 
 
 @dataclass
-class TargetResult:
-    """The verdict for one BMC of a sweep.
+class TargetResult(SweepResult):
+    """The verdict for one BMC of a sweep (see :class:`fleetctl.interfaces.sweep.TargetResult`).
 
     Attributes:
-        target: the BMC's name.
-        ok: the operation returned.
-        value: what it returned (when ok).
-        error: a one-line reason (when not ok).
-        error_type: the exception's class name (``Timeout``, ``AuthError``, ...).
-        elapsed: seconds spent on this BMC, login and logout included.
         fingerprint: the certificate pinned on first use during this sweep, for
             the caller to record in the inventory (None when nothing new).
         vendor: the quirk profile detected, when known.
     """
 
-    target: str
-    ok: bool
-    value: Any = None
-    error: str | None = None
-    error_type: str | None = None
-    elapsed: float = 0.0
     fingerprint: str | None = None
     vendor: str | None = None
 
@@ -95,14 +83,14 @@ async def run_many(
                 coro = _run_one(driver, operation)
                 value = await (asyncio.wait_for(coro, per_target_timeout) if per_target_timeout else coro)
                 result.ok, result.value = True, value
-            except FleetError as e:
-                result.error, result.error_type = str(e), type(e).__name__
-            except TimeoutError:
-                result.error = f"{target.name}: no result within {per_target_timeout:g} s"
-                result.error_type = "Timeout"
-            except Exception as e:  # a bug (a parser meeting new JSON): record it, keep sweeping
-                result.error = f"{target.name}: unexpected {type(e).__name__}: {e}"
-                result.error_type = type(e).__name__
+            except TimeoutError as e:
+                if per_target_timeout is None:  # not our bound: something inside timed out
+                    result.failed(e)
+                else:
+                    result.error = f"{target.name}: no result within {per_target_timeout:g} s"
+                    result.error_type = "Timeout"
+            except Exception as e:  # one BMC's failure, or a bug, is recorded; the sweep goes on
+                result.failed(e)
             result.elapsed = time.perf_counter() - t0
             result.vendor = driver.vendor
             if driver.fingerprint_first_seen:

@@ -20,32 +20,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from fleetctl.errors import FleetError
+from fleetctl.interfaces.sweep import TargetResult as SweepResult
 from fleetctl.interfaces.switch import SwitchTarget
 
 from .driver import NetmikoSwitch
 
 
 @dataclass
-class TargetResult:
-    """The verdict for one switch of a sweep.
+class TargetResult(SweepResult):
+    """The verdict for one switch of a sweep (see :class:`fleetctl.interfaces.sweep.TargetResult`).
+
+    ``error_type`` is for example ``Timeout``, ``AuthError`` or ``SessionDropped``.
 
     Attributes:
-        target: the switch's name.
-        ok: the operation returned.
-        value: what it returned (when ok).
-        error: a one-line reason (when not ok).
-        error_type: the exception's class name (``Timeout``, ``AuthError``, ``SessionDropped`` ...).
-        elapsed: seconds spent on this switch, login and logout included.
         platform: the switch's platform name.
     """
 
-    target: str
-    ok: bool
-    value: Any = None
-    error: str | None = None
-    error_type: str | None = None
-    elapsed: float = 0.0
     platform: str | None = None
 
 
@@ -84,11 +74,8 @@ def run_many(
             with driver_factory(target) as sw:
                 result.value = operation(sw)
                 result.ok = True
-        except FleetError as e:
-            result.error, result.error_type = str(e), type(e).__name__
-        except Exception as e:  # noqa: BLE001 - a bug (a parser meeting new output): record it, keep sweeping
-            result.error = f"{target.name}: unexpected {type(e).__name__}: {e}"
-            result.error_type = type(e).__name__
+        except Exception as e:  # noqa: BLE001 - one switch's failure, or a bug, is recorded; the sweep goes on
+            result.failed(e)
         result.elapsed = time.perf_counter() - t0
         results[i] = result
         with lock:

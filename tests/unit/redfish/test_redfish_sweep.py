@@ -78,3 +78,23 @@ def test_sweep_per_target_timeout():
             assert not r.ok and r.error_type == "Timeout"
 
     asyncio.run(body())
+
+
+def test_sweep_timeout_inside_operation_without_a_bound_is_recorded():
+    """A TimeoutError the operation raises itself (no per_target_timeout) is one BMC's failure, not a crash."""
+
+    async def body():
+        async with FakeBMC() as bmc:
+
+            async def op(d):
+                if d.target.name == "n1":
+                    raise TimeoutError("firmware task did not finish")
+                return await d.power.state()
+
+            targets = [BMCTarget(name=f"n{i}", url=bmc.url, username="admin", password="pw") for i in range(3)]
+            results = await run_many(targets, op)
+            assert [r.ok for r in results] == [True, False, True]
+            assert results[1].error_type == "TimeoutError"
+            assert results[1].error == "n1: unexpected TimeoutError: firmware task did not finish"
+
+    asyncio.run(body())
