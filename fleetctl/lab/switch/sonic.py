@@ -455,14 +455,20 @@ def _member_args(path: str, args: list[str], allow_untagged: bool) -> tuple[int,
     return _vid(path, rest[0], usage), rest[1], untagged
 
 
-def config_member_add(s: SonicSession, path: str, args: list[str]) -> str:
-    v, name, untagged = _member_args(path, args, True)
+def _member_port(s: SonicSession, path: str, v: int, name: str) -> tuple[Port, str]:
+    """The port a `config vlan member add|del` names, after SONiC's checks (VLAN, then port)."""
     usage = "[OPTIONS] <vid> port"
     if v not in s.sw.vlans:
         raise ClickError(path, f"Vlan{v} does not exist", usage)
     p = s.sw.ports.get(name)
     if p is None:
         raise ClickError(path, f"{name} does not exist", usage)
+    return p, usage
+
+
+def config_member_add(s: SonicSession, path: str, args: list[str]) -> str:
+    v, name, untagged = _member_args(path, args, True)
+    p, usage = _member_port(s, path, v, name)
     c = p.cfg
     if any(q is p for q, _ in s.sw.vlan_members(v)):
         raise ClickError(path, f"{name} is already a member of Vlan{v}", usage)
@@ -487,12 +493,7 @@ def config_member_add(s: SonicSession, path: str, args: list[str]) -> str:
 
 def config_member_del(s: SonicSession, path: str, args: list[str]) -> str:
     v, name, _ = _member_args(path, args, False)
-    usage = "[OPTIONS] <vid> port"
-    if v not in s.sw.vlans:
-        raise ClickError(path, f"Vlan{v} does not exist", usage)
-    p = s.sw.ports.get(name)
-    if p is None:
-        raise ClickError(path, f"{name} does not exist", usage)
+    p, usage = _member_port(s, path, v, name)
     c = p.cfg
     if not any(q is p for q, _ in s.sw.vlan_members(v)):
         raise ClickError(path, f"{name} is not a member of Vlan{v}", usage)
