@@ -104,6 +104,45 @@ def child_env() -> dict[str, str]:
     return env
 
 
+ENV_KEEP_RUNS = "FLEETCTL_KEEP_RUNS"
+KEEP_RUNS = 50
+
+
+def prune_runs(runs: Path, keep: int | None = None) -> list[Path]:
+    """Delete all but the ``keep`` newest run folders under ``runs``; returns the deleted ones.
+
+    Each Ansible batch leaves a folder of ansible-runner artifacts (its
+    inventory, every event, stdout). The journal in the store keeps each host's
+    events, so the folders are only for reading a recent run in full. Without
+    pruning they would grow with every provisioning run. ``keep`` defaults to
+    ``FLEETCTL_KEEP_RUNS`` or 50.
+    """
+    if keep is None:
+        raw = os.environ.get(ENV_KEEP_RUNS, str(KEEP_RUNS))
+        try:
+            keep = int(raw)
+        except ValueError:
+            keep = -1
+        if keep < 0:
+            from fleetctl.errors import InputError
+
+            raise InputError(f"must be a whole number of run folders to keep, not {raw!r}", field=ENV_KEEP_RUNS)
+    if not runs.is_dir():
+        return []
+    dirs = []
+    for d in runs.iterdir():
+        try:
+            if d.is_dir():
+                dirs.append((d.stat().st_mtime, d))
+        except OSError:  # removed by another process meanwhile
+            continue
+    dirs.sort(reverse=True)
+    gone = [d for _, d in dirs[keep:]]
+    for d in gone:
+        shutil.rmtree(d, ignore_errors=True)
+    return gone
+
+
 def run_batch(
     hosts: dict[str, dict[str, Any]],
     groups: dict[str, list[str]],

@@ -649,6 +649,11 @@ class Provisioner:
 
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.monotonic()
+        if not self.opt.dry_run:  # before any lock: a bad FLEETCTL_KEEP_RUNS stops here
+            from fleetctl.config import data_dir
+            from fleetctl.workflows.ansible_run import prune_runs
+
+            prune_runs(data_dir() / "runs")
         engine = get_engine(self.opt.url)
         self.engine = engine
         with engine.connect() as conn:
