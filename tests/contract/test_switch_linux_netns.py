@@ -407,3 +407,89 @@ def test_dead_session_is_detected(lab: Lab, switch: NetmikoSwitch) -> None:
     time.sleep(0.2)
     with pytest.raises(SessionDropped):
         switch.get_port_config("swp2")
+
+
+SITE = """\
+models:
+- {{name: lnx-srv, kind: server, vendor: Test, model: Linux host}}
+- {{name: lnx-sw, kind: switch, vendor: Test, model: Linux bridge switch, ports: ['swp[1-3]', mgmt0]}}
+sites:
+- name: nslab
+  racks:
+  - name: rack-ns
+    switches:
+    - {{name: sw-ns, model: lnx-sw, platform: linux, role: leaf, address: {address}, position: 40, credential: env:NSSW}}
+    servers:
+    - {{name: srv-ns-1, serial: NS1, model: lnx-srv, position: 1, nics: [{{name: eth0}}]}}
+    - {{name: srv-ns-2, serial: NS2, model: lnx-srv, position: 2, nics: [{{name: eth0}}]}}
+    - {{name: srv-ns-3, serial: NS3, model: lnx-srv, position: 3, nics: [{{name: eth0}}]}}
+  cabling:
+  - {{switch: sw-ns, port: swp1, server: srv-ns-1, nic: eth0, vlans: [100]}}
+  - {{switch: sw-ns, port: swp2, server: srv-ns-2, nic: eth0, vlans: [{vlan2}]}}
+  - {{switch: sw-ns, port: swp3, server: srv-ns-3, nic: eth0, vlans: [200]}}
+"""
+
+
+def test_cli_end_to_end_against_the_namespace_switch(lab: Lab, tmp_path: Path) -> None:
+    """The real `fleetctl` against the real Linux switch: the inventory's plan moves a port, pings prove it.
+
+    The plan cables srv-ns-2 on VLAN 200 while its port sits on 100:
+    apply-plan --dry-run shows that and changes nothing; apply-plan moves it
+    (h2 now reaches h3, not h1); a second run has nothing to do; `vlan set`
+    puts it back by hand; the switch's password appears in no output.
+    """
+    import json
+    import sys
+
+    lab.reset()
+    fleetctl = str(Path(sys.executable).with_name("fleetctl"))
+    env = {
+        **os.environ,
+        "FLEETCTL_DB": str(tmp_path / "inv.db"),
+        "FLEETCTL_DATA_DIR": str(tmp_path / "data"),
+        "FLEETCTL_LAB_DIR": str(tmp_path / "no-lab"),  # no lab: the inventory's address is used
+        "NSSW_USERNAME": lab.target.username,
+        "NSSW_PASSWORD": lab.target.secret(),
+    }
+    password = lab.target.secret()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run([fleetctl, *args], env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert password not in r.stdout + r.stderr
+        return r
+
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE.format(address=lab.target.host, vlan2=200))
+    r = run("inventory", "import", str(site))
+    assert r.returncode == 0, r.stderr
+
+    r = run("switch", "facts", "sw-ns", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    [facts] = json.loads(r.stdout)
+    assert facts["platform"] == "linux" and os.uname().release in facts["os_version"]
+
+    r = run("switch", "apply-plan", "rack-ns", "--dry-run", "-o", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {x["port"]: x for x in json.loads(r.stdout)}
+    assert rows["swp2"]["result"] == "would change", rows
+    assert lab.master("swp2") == "br100"  # the dry run changed nothing
+
+    r = run("switch", "apply-plan", "rack-ns", "-o", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {x["port"]: x for x in json.loads(r.stdout)}
+    assert rows["swp2"]["result"] == "changed", rows
+    assert [lab.master(p) for p in ("swp1", "swp2", "swp3")] == ["br100", "br200", "br200"]
+    assert not lab.ping("h1", f"{SUBNET}.2") and lab.ping("h2", f"{SUBNET}.3")
+
+    r = run("switch", "apply-plan", "rack-ns", "-o", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert all(x["result"] != "changed" for x in json.loads(r.stdout)), r.stdout
+
+    r = run("switch", "vlan", "set", "sw-ns", "swp2", "--access", "100", "-o", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert lab.master("swp2") == "br100"
+    assert lab.ping("h1", f"{SUBNET}.2") and not lab.ping("h2", f"{SUBNET}.3")
+
+    r = run("switch", "vlan", "set", "sw-ns", "swp2", "--access", "300")
+    assert r.returncode != 0 and "300" in (r.stdout + r.stderr)
+    assert lab.master("swp2") == "br100"
