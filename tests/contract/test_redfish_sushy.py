@@ -39,6 +39,7 @@ SYSTEMS = {  # name -> (uuid, initial power state)
     "node-cycle": ("11111111-0000-4000-8000-000000000003", "On"),
     "node-restart": ("11111111-0000-4000-8000-000000000004", "On"),
     "node-media": ("11111111-0000-4000-8000-000000000005", "On"),
+    "node-cli": ("11111111-0000-4000-8000-000000000006", "Off"),
 }
 POWER_WAIT = 25.0  # sushy's fake driver applies a change 1-11 s later
 
@@ -387,3 +388,77 @@ def test_lab_bios_stage_apply_on_reset_verify(lab, flavour):
             assert await bmc.bios.pending() == {}
 
     asyncio.run(body())
+
+
+CLI_SITE = """\
+models:
+- {{name: emu, kind: server, vendor: OpenStack, model: sushy-tools fake}}
+sites:
+- name: emu
+  racks:
+  - name: rack-emu
+    servers:
+    - {{name: srv-emu, serial: EMU1, model: emu, position: 1, bmc: '{url}', system_id: {uuid}, credential: env:SUSHY}}
+    - {{name: srv-emu-badpw, serial: EMU2, model: emu, position: 2, bmc: '{url}', system_id: {other}, credential: env:SUSHYBAD}}
+"""
+
+
+def test_cli_end_to_end_against_sushy(sushy, tmp_path):
+    """The real `fleetctl` against sushy-tools: power, boot, one bad credential.
+
+    The second inventory server has a wrong password: it fails alone, in its
+    own row, and no password appears in any output.
+    """
+    import json
+
+    fleetctl = str(Path(sys.executable).with_name("fleetctl"))
+    env = {
+        **os.environ,
+        "FLEETCTL_DB": str(tmp_path / "inv.db"),
+        "FLEETCTL_DATA_DIR": str(tmp_path / "data"),
+        "FLEETCTL_LAB_DIR": str(tmp_path / "no-lab"),  # no lab: the inventory's BMC URL is used
+        "SUSHY_USERNAME": "admin",
+        "SUSHY_PASSWORD": "secret",
+        "SUSHYBAD_USERNAME": "admin",
+        "SUSHYBAD_PASSWORD": "not-the-secret",
+    }
+
+    def run(*args):
+        r = subprocess.run([fleetctl, *args], env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert "secret" not in r.stdout + r.stderr
+        return r
+
+    site = tmp_path / "site.yaml"
+    site.write_text(CLI_SITE.format(url=sushy, uuid=SYSTEMS["node-cli"][0], other=SYSTEMS["node-media"][0]))
+    r = run("inventory", "import", str(site))
+    assert r.returncode == 0, r.stderr
+
+    r = run("power", "status", "rack-emu", "-o", "json")
+    assert r.returncode == 1, r.stdout + r.stderr  # one server could not be read
+    rows = {x["server"]: x for x in json.loads(r.stdout)}
+    assert rows["srv-emu"]["power"] == "off", rows
+    assert rows["srv-emu-badpw"]["ok"] is False and "login refused" in rows["srv-emu-badpw"]["error"], rows
+
+    r = run("power", "on", "srv-emu", "-o", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    deadline = time.monotonic() + POWER_WAIT
+    while True:
+        r = run("power", "status", "srv-emu", "-o", "json")
+        if json.loads(r.stdout)[0]["power"] == "on":
+            break
+        assert time.monotonic() < deadline, r.stdout
+        time.sleep(0.5)
+
+    r = run("boot", "set", "srv-emu", "--device", "pxe", "-o", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    async def read_back():
+        async with RedfishDriver(tgt(sushy, "node-cli")) as bmc:
+            return await bmc.power.state(), (await bmc.boot.get()).device
+
+    assert asyncio.run(read_back()) == (PowerState.ON, BootDevice.PXE)
+
+    r = run("jobs", "list", "-o", "json")  # every run is in the journal
+    assert r.returncode == 0, r.stderr
+    kinds = [j["kind"] for j in json.loads(r.stdout)]
+    assert {"power.status", "power.on", "boot.set"} <= set(kinds), kinds
