@@ -76,6 +76,7 @@ def self_cpu() -> float:
 
 
 WHAT = ("counters",)
+V3_USER, V3_KEY = "bench", "bench-auth-priv-key"
 
 
 async def run_fleetctl(targets: list[SnmpTarget], concurrency: int, v2c: str) -> tuple[float, list, int]:
@@ -94,12 +95,15 @@ async def run_loop(targets: list[SnmpTarget], agents: Agents, warmup: SnmpTarget
     client's and the agents' CPU seconds, all without the warm-up.
     """
     from pysnmp.hlapi.v3arch.asyncio import (
+        USM_AUTH_HMAC96_SHA,
+        USM_PRIV_CFB128_AES,
         CommunityData,
         ContextData,
         ObjectIdentity,
         ObjectType,
         SnmpEngine,
         UdpTransportTarget,
+        UsmUserData,
         bulk_walk_cmd,
         get_cmd,
     )
@@ -115,7 +119,10 @@ async def run_loop(targets: list[SnmpTarget], agents: Agents, warmup: SnmpTarget
             t0 = time.perf_counter()
         t1 = time.perf_counter()
         transport = await UdpTransportTarget.create((t.host, t.port), timeout=t.timeout, retries=t.retries)
-        auth = CommunityData(t.community_text())
+        if t.version == "3":
+            auth = UsmUserData(t.user, t.auth_text(), t.priv_text(), authProtocol=USM_AUTH_HMAC96_SHA, privProtocol=USM_PRIV_CFB128_AES)
+        else:
+            auth = CommunityData(t.community_text())
         err, status, _, vbs = await get_cmd(
             engine,
             auth,
@@ -163,9 +170,13 @@ class Agents:
         raise NotImplementedError
 
     def targets(self, timeout: float) -> list[SnmpTarget]:
-        """One v2c target per agent port (community ``public``)."""
+        """One target per agent port: v2c community ``public``, or with
+        ``--snmp-version 3`` the v3 user ``bench`` (authPriv, SHA and AES)."""
+        auth: dict[str, str] = {"community": "public"}
+        if self.args.snmp_version == "3":
+            auth = {"version": "3", "user": V3_USER, "auth_key": V3_KEY, "priv_key": V3_KEY, "auth_protocol": "SHA", "priv_protocol": "AES"}
         return [
-            SnmpTarget(name=f"sw{i:04d}", host=self.host, port=p, community="public", timeout=timeout, retries=1)
+            SnmpTarget(name=f"sw{i:04d}", host=self.host, port=p, timeout=timeout, retries=1, **auth)  # type: ignore[arg-type]
             for i, p in enumerate(self.ports)
         ]
 
@@ -294,6 +305,7 @@ class SnmpdAgents(Agents):
             conf.write_text(
                 "".join(f"agentAddress udp:{self.host}:{p}\n" for p in self.ports[k : k + self.PER_PROCESS])
                 + f"rocommunity public {self.here}\nsysName fleetctl-bench-snmpd\n"
+                + f'createUser {V3_USER} SHA "{V3_KEY}" AES "{V3_KEY}"\nrouser {V3_USER} priv\n'
             )
             out = self.tmp / f"snmpd{k}.out"
             # `ip netns exec` execs snmpd, so the pid (and its CPU) is snmpd's own
@@ -383,7 +395,10 @@ def main() -> None:
         default="snmpsim",
         help="snmpsim processes (the issue's peer), or one Debian snmpd in a network namespace of --ports interfaces (root)",
     )
+    ap.add_argument("--snmp-version", choices=["2c", "3"], default="2c", help="3: authPriv (SHA, AES) through pysnmp; snmpd agents only")
     args = ap.parse_args()
+    if args.snmp_version == "3" and args.agent != "snmpd":
+        ap.error("--snmp-version 3 needs --agent snmpd")
 
     agents: Agents = SnmpdAgents(args) if args.agent == "snmpd" else SnmpsimAgents(args)
     missing = agents.missing()
@@ -413,7 +428,9 @@ def main() -> None:
         varbinds = sum(len(r.interfaces) for r in ok) * len(P.COLUMNS[WHAT[0]])
         per_switch = wall / len(results)
         print(
-            f"fleetctl poll_many IF-MIB counters ({len(P.COLUMNS[WHAT[0]])} columns, v2c via {args.v2c}): "
+            f"fleetctl poll_many IF-MIB counters ({len(P.COLUMNS[WHAT[0]])} columns, "
+            + ("v3 authPriv via pysnmp" if args.snmp_version == "3" else f"v2c via {args.v2c}")
+            + "): "
             f"{len(results)} switches in {wall:.2f}s wall "
             f"({per_switch * 1000:.1f} ms/switch), client CPU {cpu:.1f}s, agent CPU {sim_cpu:.1f}s, "
             f"peak RSS {peak_mib:.0f} MiB; complete {len(ok)}, failed {len(failed)}"
