@@ -18,7 +18,8 @@ In this process, one after the other:
    counters (ifName, ifOperStatus, ifHCIn/OutOctets, ifIn/OutErrors,
    ifIn/OutDiscards: 8 columns), ``--concurrency`` agents at once, the
    columns walked in parallel with GETBULK, SNMPv2c on fleetctl's own BER
-   codec over one shared UDP socket (``--v2c pysnmp`` for the pysnmp path).
+   codec over one shared UDP socket (``--v2c pysnmp`` for the pysnmp path;
+   with ``--snmp-version 3``, authPriv on the same codec, ``--v3 pysnmp``).
 2. A sequential pysnmp loop over ``--subset`` agents, written the way the
    pysnmp docs show it: per agent a GET of sysUpTime, then ``bulk_walk_cmd``
    per column (max-repetitions 25) for the same 8 columns. One switch is
@@ -79,8 +80,8 @@ WHAT = ("counters",)
 V3_USER, V3_KEY = "bench", "bench-auth-priv-key"
 
 
-async def run_fleetctl(targets: list[SnmpTarget], concurrency: int, v2c: str) -> tuple[float, list, int]:
-    async with SnmpPoller(v2c=v2c) as p:
+async def run_fleetctl(targets: list[SnmpTarget], concurrency: int, v2c: str, v3: str) -> tuple[float, list, int]:
+    async with SnmpPoller(v2c=v2c, v3=v3) as p:
         t0 = time.perf_counter()
         results = await p.poll_many(targets, what=WHAT, concurrency=concurrency)
         return time.perf_counter() - t0, results, p.requests
@@ -395,7 +396,8 @@ def main() -> None:
         default="snmpsim",
         help="snmpsim processes (the issue's peer), or one Debian snmpd in a network namespace of --ports interfaces (root)",
     )
-    ap.add_argument("--snmp-version", choices=["2c", "3"], default="2c", help="3: authPriv (SHA, AES) through pysnmp; snmpd agents only")
+    ap.add_argument("--snmp-version", choices=["2c", "3"], default="2c", help="3: authPriv (SHA, AES); snmpd agents only")
+    ap.add_argument("--v3", choices=["ber", "pysnmp"], default="ber", help="the poller's SNMPv3 path")
     args = ap.parse_args()
     if args.snmp_version == "3" and args.agent != "snmpd":
         ap.error("--snmp-version 3 needs --agent snmpd")
@@ -419,7 +421,7 @@ def main() -> None:
         )
         sim_cpu0 = agents.cpu()
         cpu0 = self_cpu()
-        wall, results, requests = asyncio.run(run_fleetctl(targets, args.concurrency, args.v2c))
+        wall, results, requests = asyncio.run(run_fleetctl(targets, args.concurrency, args.v2c, args.v3))
         cpu = self_cpu() - cpu0
         sim_cpu = agents.cpu() - sim_cpu0
         peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -429,7 +431,7 @@ def main() -> None:
         per_switch = wall / len(results)
         print(
             f"fleetctl poll_many IF-MIB counters ({len(P.COLUMNS[WHAT[0]])} columns, "
-            + ("v3 authPriv via pysnmp" if args.snmp_version == "3" else f"v2c via {args.v2c}")
+            + (f"v3 authPriv via {args.v3}" if args.snmp_version == "3" else f"v2c via {args.v2c}")
             + "): "
             f"{len(results)} switches in {wall:.2f}s wall "
             f"({per_switch * 1000:.1f} ms/switch), client CPU {cpu:.1f}s, agent CPU {sim_cpu:.1f}s, "

@@ -33,6 +33,7 @@ SNMPD = shutil.which("snmpd") or "/usr/sbin/snmpd"
 COMMUNITY = "fleet-ro"
 V3_USER, V3_AUTH, V3_PRIV = "fleetv3", "auth-pass-123", "priv-pass-123"
 EXTRA_PAIRS = 31
+ONE_USER, ONE_PASSWORD = "fleetone", "one-pass-for-both"  # the inventory's v3: one password, both keys
 
 
 def _skip_reason() -> str | None:
@@ -93,6 +94,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         f"rocommunity {COMMUNITY} {here}\n"
         f'createUser {V3_USER} SHA "{V3_AUTH}" AES "{V3_PRIV}"\n'
         f"rouser {V3_USER} priv\n"
+        f'createUser {ONE_USER} SHA "{ONE_PASSWORD}" AES "{ONE_PASSWORD}"\n'
+        f"rouser {ONE_USER} priv\n"
         "sysName fleetctl-netns-agent\n"
     )
     proc: subprocess.Popen[bytes] | None = None
@@ -202,10 +205,110 @@ def test_many_concurrent_answers_through_pysnmp_are_not_dropped(lab: Lab) -> Non
     targets = [lab.target(name=f"a{i}", timeout=3, retries=1, **v3) for i in range(200)]
 
     async def run():  # type: ignore[no-untyped-def]
-        async with SnmpPoller(v2c="pysnmp") as p:
+        async with SnmpPoller(v2c="pysnmp", v3="pysnmp") as p:
             return await p.poll_many(targets, what=("counters",), concurrency=200)
 
     results = asyncio.run(run())
     failed = [r.error for r in results if not r.ok]
     assert not failed, f"{len(failed)} of {len(results)} failed, first: {failed[0]}"
     assert all(len(r.interfaces) == 2 * EXTRA_PAIRS + 2 for r in results)  # lo, the veth end, the pairs
+
+
+def test_v3_on_our_codec_matches_pysnmp_and_recovers_its_clock(lab: Lab) -> None:
+    """SNMPv3 authPriv (SHA, AES) on fleetctl's own codec against net-snmp.
+
+    The same poll through pysnmp gives the same interfaces. The errors keep
+    their kinds: a wrong auth key is snmpd's "wrong digest" report, an unknown
+    user its "unknown user name" report, a wrong privacy key an answer that
+    cannot be read (snmpd drops what it cannot decrypt: a timeout). A clock
+    that drifted out of the agent's time window, and an engine ID that
+    changed, are both resynchronised from the agent's reports, and the poll
+    succeeds.
+    """
+    import asyncio
+
+    v3 = {"version": "3", "user": V3_USER, "auth_key": V3_AUTH, "priv_key": V3_PRIV}
+    good = lab.target(**v3)
+
+    async def run():  # type: ignore[no-untyped-def]
+        async with SnmpPoller() as ours, SnmpPoller(v3="pysnmp") as theirs:
+            assert ours._uses_ber(good) and not theirs._uses_ber(good)
+            [a] = await ours.poll_many([good], what=("if",))
+            [b] = await theirs.poll_many([good], what=("if",))
+            bad = await ours.poll_many(
+                [
+                    lab.target(name="wrong-auth", **{**v3, "auth_key": "not-the-auth-key"}),
+                    lab.target(name="no-such-user", **{**v3, "user": "nobody"}),
+                    lab.target(name="wrong-priv", timeout=0.5, retries=0, **{**v3, "priv_key": "not-the-priv-key"}),
+                ],
+                what=("if",),
+            )
+            engines = ours._v2c_client._engines
+            key = (lab.addr_ns, lab.port)
+            engines[key].time += 10_000  # our idea of the agent's clock is 10,000 s ahead: outside the 150 s window
+            [late] = await ours.poll_many([good], what=())
+            assert engines[key].now() < 10_000, engines[key]  # reset from the agent's report
+            engines[key].engine_id = b"\x80\x00\x00\x00\x01stale"  # as after the agent was replaced
+            [moved] = await ours.poll_many([good], what=())
+            return a, b, bad, late, moved, engines[key]
+
+    a, b, (wrong_auth, no_user, wrong_priv), late, moved, engine = asyncio.run(run())
+    assert a.ok and b.ok, (a.error, b.error)
+    assert not a.warnings, a.warnings  # not a fallback to pysnmp
+    assert [(i.index, i.label, i.oper_status) for i in a.interfaces] == [(i.index, i.label, i.oper_status) for i in b.interfaces]
+    assert len(a.interfaces) == 2 * EXTRA_PAIRS + 2
+    assert (wrong_auth.error_kind, no_user.error_kind) == ("auth", "auth"), (wrong_auth.error, no_user.error)
+    assert "wrong digest" in (wrong_auth.error or "") and "unknown user name" in (no_user.error or "")
+    assert wrong_priv.error_kind in ("timeout", "auth", "protocol") and not wrong_priv.ok
+    assert late.ok and moved.ok, (late.error, moved.error)
+    assert engine.engine_id != b"\x80\x00\x00\x00\x01stale"  # discovered again
+
+
+def test_cli_switch_poll_over_v3_against_snmpd(lab: Lab, tmp_path: Path) -> None:
+    """`fleetctl switch poll` end to end: a site file's switch with `snmp: {version: "3"}` is this snmpd.
+
+    The row is ok with every interface, and the password appears in no
+    output. The same switch with a wrong password is an auth error and exit 1.
+    """
+    import json
+    import sys
+
+    fleetctl = str(Path(sys.executable).with_name("fleetctl"))
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        "models:\n"
+        "- {name: nsw, kind: switch, vendor: Test, model: snmpd in a namespace, ports: ['Ethernet[1-4]']}\n"
+        "sites:\n"
+        "- name: snmplab\n"
+        "  racks:\n"
+        "  - name: rack-snmp\n"
+        "    switches:\n"
+        f"    - {{name: sw-snmpd, model: nsw, platform: linux, role: leaf, address: {lab.addr_ns}, position: 1,\n"
+        f"       snmp: {{version: '3', credential: env:SNMPV3, port: {lab.port}}}}}\n"
+    )
+    env = {
+        **os.environ,
+        "FLEETCTL_DB": str(tmp_path / "inv.db"),
+        "FLEETCTL_DATA_DIR": str(tmp_path / "data"),
+        "FLEETCTL_LAB_DIR": str(tmp_path / "no-lab"),  # no lab: the inventory's address is polled
+        "SNMPV3_USERNAME": ONE_USER,
+        "SNMPV3_PASSWORD": ONE_PASSWORD,
+    }
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run([fleetctl, *args], env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert ONE_PASSWORD not in r.stdout + r.stderr and "not-the-password" not in r.stdout + r.stderr
+        return r
+
+    r = run("inventory", "import", str(site))
+    assert r.returncode == 0, r.stderr
+    r = run("switch", "poll", "sw-snmpd", "--interval", "1", "-o", "json")
+    [row] = json.loads(r.stdout)
+    assert r.returncode == 0 and row["ok"], row
+    assert row["ports"] == 2 * EXTRA_PAIRS + 2 and row["uptime_s"] > 0 and not row["rebooted"], row
+
+    env["SNMPV3_PASSWORD"] = "not-the-password"
+    r = run("switch", "poll", "sw-snmpd", "--interval", "0", "-o", "json")
+    [row] = json.loads(r.stdout)
+    assert r.returncode == 1 and not row["ok"], row
+    assert "wrong digest" in row["error"], row

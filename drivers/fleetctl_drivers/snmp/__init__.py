@@ -1,8 +1,8 @@
 """SNMP poller for switches (asyncio): IF-MIB, LLDP-MIB, ENTITY-SENSOR-MIB.
 
-SNMPv2c goes through fleetctl's own BER codec (``ber``, ``v2c``) on one
-shared UDP socket; SNMPv3 (and v2c agents the strict decoder refuses) through
-pysnmp 7.
+SNMPv2c and SNMPv3 authPriv with SHA and AES go through fleetctl's own BER
+codec (``ber``, ``usm``, ``v2c``) on one shared UDP socket; the other SNMPv3
+protocols (and agents the strict decoder refuses) through pysnmp 7.
 
 Public API::
 

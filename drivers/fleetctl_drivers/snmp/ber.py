@@ -68,6 +68,7 @@ REPORT = 0xA8
 
 VERSION_1 = 0
 VERSION_2C = 1
+VERSION_3 = 3
 
 ERROR_STATUS_NAMES = (
     "noError",
@@ -291,16 +292,29 @@ def encode_message(
 ) -> bytes:
     """A whole SNMPv1/v2c message. For GetBulkRequest, ``error_status`` is
     non-repeaters and ``error_index`` max-repetitions (see :func:`get_bulk`)."""
+    pdu = encode_pdu(pdu_type, request_id, varbinds, error_status=error_status, error_index=error_index)
+    return tlv(SEQUENCE, tlv(INTEGER, encode_integer_body(version)) + tlv(OCTET_STRING, community) + pdu)
+
+
+def encode_pdu(pdu_type: int, request_id: int, varbinds: list[tuple[Oid, object]], *, error_status: int = 0, error_index: int = 0) -> bytes:
+    """One PDU as a TLV (the part a v2c message and a v3 ScopedPDU share)."""
     if not _MIN_INT32 <= request_id <= _MAX_INT32:
         raise BerError(f"request-id {request_id} out of range")
     vbs = b"".join(tlv(SEQUENCE, tlv(OBJECT_IDENTIFIER, encode_oid_body(o)) + encode_value(v)) for o, v in varbinds)
-    pdu = (
+    body = (
         tlv(INTEGER, encode_integer_body(request_id))
         + tlv(INTEGER, encode_integer_body(error_status))
         + tlv(INTEGER, encode_integer_body(error_index))
         + tlv(SEQUENCE, vbs)
     )
-    return tlv(SEQUENCE, tlv(INTEGER, encode_integer_body(version)) + tlv(OCTET_STRING, community) + tlv(pdu_type, pdu))
+    return tlv(pdu_type, body)
+
+
+def bulk_fields(oids: list[Oid], max_repetitions: int, non_repeaters: int = 0) -> dict[str, int]:
+    """GetBulkRequest's non-repeaters and max-repetitions, in the error fields' places, checked."""
+    if not 0 <= non_repeaters <= len(oids) or not 0 <= max_repetitions <= _MAX_INT32:
+        raise BerError(f"bad non-repeaters {non_repeaters} / max-repetitions {max_repetitions}")
+    return {"error_status": non_repeaters, "error_index": max_repetitions}
 
 
 def get_request(community: bytes, request_id: int, oids: list[Oid]) -> bytes:
@@ -308,11 +322,8 @@ def get_request(community: bytes, request_id: int, oids: list[Oid]) -> bytes:
 
 
 def get_bulk(community: bytes, request_id: int, oids: list[Oid], max_repetitions: int, non_repeaters: int = 0) -> bytes:
-    if not 0 <= non_repeaters <= len(oids) or not 0 <= max_repetitions <= _MAX_INT32:
-        raise BerError(f"bad non-repeaters {non_repeaters} / max-repetitions {max_repetitions}")
-    return encode_message(
-        community, GET_BULK_REQUEST, request_id, [(o, None) for o in oids], error_status=non_repeaters, error_index=max_repetitions
-    )
+    fields = bulk_fields(oids, max_repetitions, non_repeaters)
+    return encode_message(community, GET_BULK_REQUEST, request_id, [(o, None) for o in oids], **fields)
 
 
 # --------------------------------------------------------------------------
@@ -453,10 +464,15 @@ def _decode_message(data: bytes) -> Message:
     version = _int(data, vs, ve)
     cs, ce = _expect(data, ve, e, OCTET_STRING, "community")
     community = data[cs:ce]
-    pdu_type, ps, pe = _header(data, ce, e)
+    return decode_pdu(data, ce, e, version, community)
+
+
+def decode_pdu(data: bytes, pos: int, end: int, version: int = 3, community: bytes = b"") -> Message:
+    """The PDU TLV at ``pos``, which must end exactly at ``end``."""
+    pdu_type, ps, pe = _header(data, pos, end)
     if pdu_type not in (GET_REQUEST, GET_NEXT_REQUEST, RESPONSE, SET_REQUEST, GET_BULK_REQUEST, INFORM_REQUEST, SNMPV2_TRAP, REPORT):
         raise BerError(f"unsupported PDU type 0x{pdu_type:02x}")
-    if pe != e:
+    if pe != end:
         raise BerError("octets after the PDU")
     rs, re_ = _expect(data, ps, pe, INTEGER, "request-id")
     request_id = _int(data, rs, re_)
@@ -488,11 +504,15 @@ def _decode_message(data: bytes) -> Message:
 
 
 def peek_request_id(data: bytes) -> int | None:
-    """The request-id of a v1/v2c message, or None if it is not one (cheap demux)."""
+    """The request-id of a v1/v2c message, the msgID of a v3 one, or None (cheap demux)."""
     try:
         end = len(data)
         s, e = _expect(data, 0, end, SEQUENCE, "message")
-        _, ve = _expect(data, s, e, INTEGER, "version")
+        vs, ve = _expect(data, s, e, INTEGER, "version")
+        if _int(data, vs, ve) == VERSION_3:
+            hs, he = _expect(data, ve, e, SEQUENCE, "msgGlobalData")
+            ms, me = _expect(data, hs, he, INTEGER, "msgID")
+            return _int(data, ms, me)
         _, ce = _expect(data, ve, e, OCTET_STRING, "community")
         _, ps, pe = _header(data, ce, e)
         rs, re_ = _expect(data, ps, pe, INTEGER, "request-id")

@@ -1,5 +1,6 @@
-"""The SNMP poller: many agents at once, asyncio; SNMPv2c on fleetctl's own
-BER codec, SNMPv3 on pysnmp 7 (one engine).
+"""The SNMP poller: many agents at once, asyncio; SNMPv2c and SNMPv3
+(authPriv, SHA and AES) on fleetctl's own BER codec, other SNMPv3 protocols
+on pysnmp 7.
 
 How a poll of one agent goes:
 
@@ -23,13 +24,19 @@ agent whose answer the strict decoder rejects is polled again with pysnmp
 (a warning says so); ``SnmpPoller(v2c="pysnmp")`` uses pysnmp for every v2c
 agent.
 
-SNMPv3 requests go through pysnmp's command generators with numeric OIDs and raw
-varbinds: the hlapi helpers (``bulk_cmd``/``bulk_walk_cmd``) resolve every
+SNMPv3 with HMAC-SHA-96 and AES-128, both keys given (what the inventory's
+``snmp: {version: "3"}`` means), goes through the same client (:mod:`.usm`
+builds and checks the messages); ``SnmpPoller(v3="pysnmp")`` sends it
+through pysnmp instead, and an agent whose v3 answer our decoder rejects is
+polled again with pysnmp, as for v2c.
+
+Other SNMPv3 protocols (MD5, SHA-2, DES, AES-192/256, authNoPriv) go through
+pysnmp's command generators with numeric OIDs and raw varbinds: the hlapi helpers (``bulk_cmd``/``bulk_walk_cmd``) resolve every
 varbind through the MIB view on the way out, which costs more CPU than the
 request itself at this scale.
 
 Agents are polled concurrently under one bound (``concurrency``); each agent
-has its own timeout and retries (pysnmp retransmits). A dead or refusing
+has its own timeout and retries. A dead or refusing
 agent becomes a :class:`PollResult` with ``error`` and ``error_kind`` set; it
 never aborts the poll of the others.
 """
@@ -44,7 +51,7 @@ from typing import Any
 
 from fleetctl.interfaces.snmp import PollResult, SnmpTarget
 
-from . import ber, parse
+from . import ber, parse, usm
 from .parse import Columns, Oid
 from .rates import rebooted
 from .v2c import SnmpPollError, V2cClient, client_socket
@@ -71,23 +78,29 @@ __all__ = ["SnmpPollError", "SnmpPoller", "poll_many", "poll_many_sync"]
 
 
 class SnmpPoller:
-    """Polls SNMP agents through one shared pysnmp ``SnmpEngine``.
+    """Polls SNMP agents: v2c and v3 SHA/AES on the BER codec, the rest through pysnmp.
 
     Reuse one poller for repeated polls (the rates case): SNMPv3 engine
-    discovery and pysnmp's target configuration are cached in the engine.
-    Call :meth:`close` (or use ``async with``) to release the UDP socket.
+    discovery is cached (in the client on the BER path, in pysnmp's engine
+    otherwise). Call :meth:`close` (or use ``async with``) to release the UDP
+    sockets.
 
-    SNMPv3 users are configured per engine by user name; targets that use the
-    same user name with different keys get an engine of their own (pysnmp
-    would otherwise reconfigure the user on every request).
+    ``v2c`` / ``v3``: ``"ber"`` (default) or ``"pysnmp"``, the path for that
+    version (tests and the benchmark compare them).
+
+    On the pysnmp path, SNMPv3 users are configured per engine by user name;
+    targets that use the same user name with different keys get an engine of
+    their own (pysnmp would otherwise reconfigure the user on every request).
     """
 
-    def __init__(self, *, v2c: str = "ber") -> None:
-        if v2c not in ("ber", "pysnmp"):
-            raise ValueError(f"v2c must be 'ber' or 'pysnmp', not {v2c!r}")
+    def __init__(self, *, v2c: str = "ber", v3: str = "ber") -> None:
+        for name, value in (("v2c", v2c), ("v3", v3)):
+            if value not in ("ber", "pysnmp"):
+                raise ValueError(f"{name} must be 'ber' or 'pysnmp', not {value!r}")
         self.v2c = v2c
+        self.v3 = v3
         self._v2c_client = V2cClient()
-        self._v2c_fallback: set[tuple[str, int]] = set()  # agents our decoder rejected: pysnmp from then on
+        self._fallback: set[tuple[str, int]] = set()  # agents our decoder rejected: pysnmp from then on
         self._engines: list[tuple[Any, dict[str, tuple[str, str, str, str, str]]]] = []
         self._SnmpEngine: Any = None
         self._auth_cache: dict[SnmpTarget, Any] = {}
@@ -103,7 +116,11 @@ class SnmpPoller:
             self._SnmpEngine = SnmpEngine
 
     def _uses_ber(self, target: SnmpTarget) -> bool:
-        return target.version == "2c" and self.v2c == "ber" and (target.host, target.port) not in self._v2c_fallback
+        if (target.host, target.port) in self._fallback:
+            return False
+        if target.version == "2c":
+            return self.v2c == "ber"
+        return self.v3 == "ber" and usm.supports(target.auth_protocol, target.priv_protocol, target.auth_key is not None, target.priv_key is not None)
 
     @property
     def requests(self) -> int:
@@ -337,7 +354,7 @@ class SnmpPoller:
                 if not e.codec:
                     raise
                 # our strict decoder refused this agent's answer: poll it again the pysnmp way
-                self._v2c_fallback.add((target.host, target.port))
+                self._fallback.add((target.host, target.port))
                 result = PollResult(
                     target=target.name, host=target.host, port=target.port, polled_at=dt.datetime.now(dt.UTC), what=what
                 )

@@ -1,4 +1,4 @@
-"""SNMPv2c requests on fleetctl's own BER codec (:mod:`.ber`), over asyncio UDP.
+"""SNMPv2c and SNMPv3 requests on fleetctl's own BER codec (:mod:`.ber`), over asyncio UDP.
 
 One UDP socket per address family is shared by every agent a poller talks
 to; responses are matched to their request by request-id, and must come from
@@ -6,6 +6,15 @@ the address the request went to, carry our community and be a Response PDU
 (anything else is dropped, as an agent's stray or late datagram is). Each
 request has its target's timeout and retries; a retry resends the same
 message (same request-id), so a late answer to an earlier try still counts.
+
+SNMPv3 (authPriv with HMAC-SHA-96 and AES-128, :mod:`.usm`) goes over the
+same sockets, matched by msgID: the first request to an agent discovers its
+engine ID, boots and time; each try is a new message (the agent's time moves
+and every encryption takes a fresh salt) with the same msgID. An authentic
+"not in time window" report resets the agent's clock, an "unknown engine ID"
+one starts discovery again, and the other usmStats reports (unknown user,
+wrong digest, decryption error) are ``auth`` errors, as is an answer whose
+HMAC does not check.
 
 Errors are :class:`SnmpPollError` with the same kinds and messages as the
 pysnmp path: ``timeout`` (no answer), ``unreachable`` (the name does not
@@ -19,11 +28,13 @@ import asyncio
 import contextlib
 import random
 import socket
+import time
+from collections.abc import Callable
 from typing import Any
 
 from fleetctl.interfaces.snmp import ErrorKind, SnmpTarget
 
-from . import ber
+from . import ber, usm
 from .ber import Oid
 
 _RCVBUF = 4 * 1024 * 1024  # many agents answer at once (see client_socket)
@@ -66,10 +77,10 @@ class SnmpPollError(Exception):
 class _Slot:
     __slots__ = ("addr", "bad", "community", "future")
 
-    def __init__(self, addr: tuple[Any, ...], community: bytes) -> None:
+    def __init__(self, addr: tuple[Any, ...], community: bytes | None) -> None:
         self.addr = addr
-        self.community = community
-        self.future: asyncio.Future[ber.Message | None] | None = None
+        self.community = community  # None: an SNMPv3 request (its answer is a usm.V3Message)
+        self.future: asyncio.Future[Any] | None = None
         self.bad: str | None = None  # why the agent's answer could not be decoded
 
 
@@ -81,15 +92,24 @@ class _Protocol(asyncio.DatagramProtocol):
         try:
             msg = ber.decode_message(data)
         except ber.BerError as e:
-            rid = ber.peek_request_id(data)
+            rid = ber.peek_request_id(data)  # a v3 message's msgID
             slot = self.pending.get(rid) if rid is not None else None
-            if slot is not None and slot.addr == addr[:2] and slot.future is not None and not slot.future.done():
-                slot.bad = str(e)
-                slot.future.set_result(None)
+            if slot is None or slot.addr != addr[:2] or slot.future is None or slot.future.done():
+                return
+            if slot.community is None:  # SNMPv3: authenticated and decrypted by the request
+                try:
+                    slot.future.set_result(usm.decode(data))
+                except ber.BerError as e3:
+                    slot.bad = str(e3)
+                    slot.future.set_result(None)
+                return
+            slot.bad = str(e)
+            slot.future.set_result(None)
             return
         slot = self.pending.get(msg.request_id)
         if (
             slot is None
+            or slot.community is None
             or slot.addr != addr[:2]
             or msg.pdu_type != ber.RESPONSE
             or msg.version != ber.VERSION_2C
@@ -105,7 +125,7 @@ class _Protocol(asyncio.DatagramProtocol):
 
 
 class V2cClient:
-    """SNMPv2c GET/GETBULK for many agents over shared UDP sockets."""
+    """SNMPv2c (and SNMPv3 authPriv, :mod:`.usm`) GET/GETBULK for many agents over shared UDP sockets."""
 
     def __init__(self) -> None:
         self._pending: dict[int, _Slot] = {}
@@ -113,6 +133,7 @@ class V2cClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._addrs: dict[tuple[str, int], tuple[int, tuple[Any, ...]]] = {}
         self._next_id = random.randrange(1, 2**31 - 1)
+        self._engines: dict[tuple[str, int], usm.Engine] = {}  # SNMPv3 agents discovered
         self.requests = 0  # sent messages, retries included (for the benchmark)
 
     def close(self) -> None:
@@ -170,38 +191,112 @@ class V2cClient:
             tr = await self._transport(family)
         except OSError as e:
             raise SnmpPollError("unreachable", f"no UDP socket for {target.host}:{target.port}: {e}") from e
-        community = target.community_text().encode()
-        rid = self._request_id()
-        if kind == "get":
-            packet = ber.get_request(community, rid, oids)
+        if target.version == "3":
+            msg = await self._request_v3(target, tr, sockaddr, kind, oids, max_repetitions)
         else:
-            packet = ber.get_bulk(community, rid, oids, max_repetitions)
+            community = target.community_text().encode()
+            rid = self._request_id()
+            if kind == "get":
+                packet = ber.get_request(community, rid, oids)
+            else:
+                packet = ber.get_bulk(community, rid, oids, max_repetitions)
+            msg = await self._exchange(target, tr, sockaddr, rid, _Slot(tuple(sockaddr[:2]), community), lambda: packet)
+        if msg.error_status != 0:
+            raise SnmpPollError("protocol", f"{target.host}:{target.port} answered {msg.error_name} at varbind {msg.error_index}")
+        return msg.varbinds
+
+    async def _exchange(
+        self, target: SnmpTarget, tr: asyncio.DatagramTransport, sockaddr: tuple[Any, ...], rid: int, slot: _Slot, build: Callable[[], bytes]
+    ) -> Any:
+        """Send ``build()`` and wait for the answer to ``rid``, with the target's timeout and retries.
+
+        ``build`` is called for every try: a v3 message carries the agent's
+        time and a fresh salt.
+        """
         loop = asyncio.get_running_loop()
-        slot = _Slot(tuple(sockaddr[:2]), community)
         self._pending[rid] = slot
         try:
-            msg = None
+            got = None
             for _ in range(target.retries + 1):
-                fut: asyncio.Future[ber.Message | None] = loop.create_future()
+                fut: asyncio.Future[Any] = loop.create_future()
                 slot.future = fut
-                tr.sendto(packet, sockaddr)
+                tr.sendto(build(), sockaddr)
                 self.requests += 1
                 timer = loop.call_later(target.timeout, _expire, fut)
                 try:
-                    msg = await fut
+                    got = await fut
                 finally:
                     timer.cancel()
-                if msg is not None or slot.bad is not None:
+                if got is not None or slot.bad is not None:
                     break
         finally:
             del self._pending[rid]
         if slot.bad is not None:
             raise SnmpPollError("protocol", f"{target.host}:{target.port}: malformed response: {slot.bad}", codec=True)
-        if msg is None:
+        if got is None:
             raise SnmpPollError("timeout", f"no answer from {target.host}:{target.port} in {target.timeout}s x {target.retries + 1} tries")
-        if msg.error_status != 0:
-            raise SnmpPollError("protocol", f"{target.host}:{target.port} answered {msg.error_name} at varbind {msg.error_index}")
-        return msg.varbinds
+        return got
+
+    # ------------------------------------------------------------- SNMPv3
+
+    async def _discover(self, target: SnmpTarget, tr: asyncio.DatagramTransport, sockaddr: tuple[Any, ...]) -> usm.Engine:
+        """RFC 3414 4: an unauthenticated, empty GET; the agent's Report names its engine ID, boots and time."""
+        rid = self._request_id()
+        scoped = usm.scoped_pdu(ber.encode_pdu(ber.GET_REQUEST, rid, []))
+        packet = usm.encode(rid, scoped, flags=usm.FLAG_REPORTABLE)
+        got: usm.V3Message = await self._exchange(target, tr, sockaddr, rid, _Slot(tuple(sockaddr[:2]), None), lambda: packet)
+        if not got.engine_id:
+            raise SnmpPollError("protocol", f"{target.host}:{target.port}: engine discovery answered without an engine ID")
+        engine = usm.Engine(got.engine_id, got.boots, got.time, time.monotonic())
+        self._engines[(target.host, target.port)] = engine
+        return engine
+
+    async def _request_v3(
+        self, target: SnmpTarget, tr: asyncio.DatagramTransport, sockaddr: tuple[Any, ...], kind: str, oids: list[Oid], max_repetitions: int
+    ) -> ber.Message:
+        """One authPriv (HMAC-SHA-96, AES-128) request; discovers the engine first when it is not known."""
+        where = f"{target.host}:{target.port}"
+        user = (target.user or "").encode()
+        varbinds: list[tuple[Oid, object]] = [(o, None) for o in oids]
+        for _ in range(3):  # discovery, then at most one resynchronisation of time or engine
+            engine = self._engines.get((target.host, target.port)) or await self._discover(target, tr, sockaddr)
+            auth_key = usm.localized_key(target.auth_text(), engine.engine_id)
+            priv_key = usm.localized_key(target.priv_text(), engine.engine_id)
+            rid = self._request_id()
+            if kind == "get":
+                pdu = ber.encode_pdu(ber.GET_REQUEST, rid, varbinds)
+            else:
+                pdu = ber.encode_pdu(ber.GET_BULK_REQUEST, rid, varbinds, **ber.bulk_fields(oids, max_repetitions))
+            scoped = usm.scoped_pdu(pdu, context_engine_id=engine.engine_id, context_name=target.context_name.encode())
+            flags = usm.FLAG_AUTH | usm.FLAG_PRIV | usm.FLAG_REPORTABLE
+
+            def build(engine: usm.Engine = engine, auth_key: bytes = auth_key, priv_key: bytes = priv_key, rid: int = rid, scoped: bytes = scoped) -> bytes:
+                return usm.encode(rid, scoped, flags=flags, engine=engine, user=user, auth_key=auth_key, priv_key=priv_key)
+
+            got: usm.V3Message = await self._exchange(target, tr, sockaddr, rid, _Slot(tuple(sockaddr[:2]), None), build)
+            authentic = bool(got.flags & usm.FLAG_AUTH) and got.authentic(auth_key)
+            report = got.report() if got.scoped is not None else None
+            if report is not None:
+                n, what = report
+                if n == usm.NOT_IN_TIME_WINDOW and authentic:  # only an authentic report may set our clock
+                    self._engines[(target.host, target.port)] = usm.Engine(got.engine_id, got.boots, got.time, time.monotonic())
+                    continue
+                if n == usm.UNKNOWN_ENGINE_ID:  # the agent restarted with a new engine ID
+                    self._engines.pop((target.host, target.port), None)
+                    continue
+                raise SnmpPollError("auth", f"{where} refused the credentials: {what}")
+            if not authentic:
+                raise SnmpPollError("auth", f"{where}: the answer failed authentication (HMAC-SHA-96): wrong key, or not this agent")
+            if not got.flags & usm.FLAG_PRIV:
+                raise SnmpPollError("protocol", f"{where}: the answer to an encrypted request came unencrypted")
+            try:
+                msg = got.pdu(priv_key)
+            except ber.BerError as e:  # authentic but undecryptable: our AES, or the agent's
+                raise SnmpPollError("protocol", f"{where}: malformed response: {e}", codec=True) from e
+            if msg.pdu_type != ber.RESPONSE or msg.request_id != rid:
+                raise SnmpPollError("protocol", f"{where}: answered PDU 0x{msg.pdu_type:02x} for request {msg.request_id}, not a response to {rid}")
+            return msg
+        raise SnmpPollError("protocol", f"{where}: the agent's engine time or ID kept changing (reports every try)")
 
 
 def _expire(fut: asyncio.Future[Any]) -> None:
