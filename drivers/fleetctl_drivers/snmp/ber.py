@@ -36,9 +36,12 @@ decoded OIDs are memoised (the same column OIDs come back from every switch).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 Oid = tuple[int, ...]
+T = TypeVar("T")
 
 # universal / application / context tags
 INTEGER = 0x02
@@ -445,21 +448,31 @@ def _value(data: bytes, tag: int, s: int, e: int) -> object:
     raise BerError(f"unknown value tag 0x{tag:02x} at offset {s}")
 
 
-def decode_message(data: bytes) -> Message:
-    """A whole SNMPv1/v2c message (any PDU but Trap-v1). Raises BerError."""
+def strictly(what: str, decode: Callable[[bytes], T], data: bytes) -> T:
+    """Run ``decode`` so that bad input can only ever raise BerError."""
     try:
-        return _decode_message(bytes(data))
+        return decode(bytes(data))
     except BerError:
         raise
     except (IndexError, ValueError, TypeError, OverflowError) as e:  # belt and braces: never anything else
-        raise BerError(f"malformed message: {e}") from e
+        raise BerError(f"malformed {what}: {e}") from e
+
+
+def decode_message(data: bytes) -> Message:
+    """A whole SNMPv1/v2c message (any PDU but Trap-v1). Raises BerError."""
+    return strictly("message", _decode_message, data)
+
+
+def expect_whole(data: bytes, tag: int, what: str) -> tuple[int, int]:
+    """The body of the one TLV that ``data`` must be, nothing after it."""
+    s, e = _expect(data, 0, len(data), tag, what)
+    if e != len(data):
+        raise BerError(f"{len(data) - e} trailing octets after the {what}")
+    return s, e
 
 
 def _decode_message(data: bytes) -> Message:
-    end = len(data)
-    s, e = _expect(data, 0, end, SEQUENCE, "message SEQUENCE")
-    if e != end:
-        raise BerError(f"{end - e} trailing octets after the message")
+    s, e = expect_whole(data, SEQUENCE, "message SEQUENCE")
     vs, ve = _expect(data, s, e, INTEGER, "version")
     version = _int(data, vs, ve)
     cs, ce = _expect(data, ve, e, OCTET_STRING, "community")

@@ -209,19 +209,11 @@ def encode(
 
 def decode(data: bytes) -> V3Message:
     """A v3 message's envelope (strict, like :mod:`.ber`); raises BerError."""
-    try:
-        return _decode(bytes(data))
-    except BerError:
-        raise
-    except (IndexError, ValueError, TypeError, OverflowError) as e:
-        raise BerError(f"malformed v3 message: {e}") from e
+    return ber.strictly("v3 message", _decode, data)
 
 
 def _decode(data: bytes) -> V3Message:
-    end = len(data)
-    s, e = _expect(data, 0, end, SEQUENCE, "message SEQUENCE")
-    if e != end:
-        raise BerError(f"{end - e} trailing octets after the message")
+    s, e = ber.expect_whole(data, SEQUENCE, "message SEQUENCE")
     vs, ve = _expect(data, s, e, ber.INTEGER, "version")
     if _int(data, vs, ve) != ber.VERSION_3:
         raise BerError("not an SNMPv3 message")
@@ -273,16 +265,12 @@ def _decode(data: bytes) -> V3Message:
 
 
 def decode_scoped(scoped: bytes) -> Message:
-    """A ScopedPDU TLV (decrypted: nothing may follow it but CFB never pads, so it must end exactly)."""
-    try:
-        end = len(scoped)
-        s, e = _expect(scoped, 0, end, SEQUENCE, "ScopedPDU")
-        if e != end:
-            raise BerError(f"{end - e} octets after the ScopedPDU")
-        _, ce = _expect(scoped, s, e, OCTET_STRING, "contextEngineID")
-        _, ne = _expect(scoped, ce, e, OCTET_STRING, "contextName")
-        return ber.decode_pdu(scoped, ne, e)
-    except BerError:
-        raise
-    except (IndexError, ValueError, TypeError, OverflowError) as e:
-        raise BerError(f"malformed ScopedPDU: {e}") from e
+    """A ScopedPDU TLV. AES-CFB does not pad, so a decrypted one must end exactly."""
+    return ber.strictly("ScopedPDU", _decode_scoped, scoped)
+
+
+def _decode_scoped(scoped: bytes) -> Message:
+    s, e = ber.expect_whole(scoped, SEQUENCE, "ScopedPDU")
+    _, ce = _expect(scoped, s, e, OCTET_STRING, "contextEngineID")
+    _, ne = _expect(scoped, ce, e, OCTET_STRING, "contextName")
+    return ber.decode_pdu(scoped, ne, e)
