@@ -25,7 +25,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from . import ber
-from .ber import OCTET_STRING, SEQUENCE, BerError, Message, Oid, _expect, _header, _int, encode_integer_body, tlv
+from .ber import (
+    OCTET_STRING,
+    SEQUENCE,
+    BerError,
+    Message,
+    Oid,
+    _expect,
+    _header,
+    _int,
+    encode_integer_body,
+    tlv,
+)
 
 FLAG_AUTH = 0x01
 FLAG_PRIV = 0x02
@@ -219,7 +230,7 @@ def _decode(data: bytes) -> V3Message:
         raise BerError("not an SNMPv3 message")
     hs, he = _expect(data, ve, e, SEQUENCE, "msgGlobalData")
     ms, me = _expect(data, hs, he, ber.INTEGER, "msgID")
-    xs, xe = _expect(data, me, he, ber.INTEGER, "msgMaxSize")
+    _, xe = _expect(data, me, he, ber.INTEGER, "msgMaxSize")
     fs, fe = _expect(data, xe, he, OCTET_STRING, "msgFlags")
     ss, se = _expect(data, fe, he, ber.INTEGER, "msgSecurityModel")
     if se != he or fe - fs != 1:

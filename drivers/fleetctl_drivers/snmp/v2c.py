@@ -270,7 +270,9 @@ class V2cClient:
             scoped = usm.scoped_pdu(pdu, context_engine_id=engine.engine_id, context_name=target.context_name.encode())
             flags = usm.FLAG_AUTH | usm.FLAG_PRIV | usm.FLAG_REPORTABLE
 
-            def build(engine: usm.Engine = engine, auth_key: bytes = auth_key, priv_key: bytes = priv_key, rid: int = rid, scoped: bytes = scoped) -> bytes:
+            def build(
+                engine: usm.Engine = engine, auth_key: bytes = auth_key, priv_key: bytes = priv_key, rid: int = rid, scoped: bytes = scoped, flags: int = flags
+            ) -> bytes:  # this try's values, bound now
                 return usm.encode(rid, scoped, flags=flags, engine=engine, user=user, auth_key=auth_key, priv_key=priv_key)
 
             got: usm.V3Message = await self._exchange(target, tr, sockaddr, rid, _Slot(tuple(sockaddr[:2]), None), build)
