@@ -80,11 +80,11 @@ WHAT = ("counters",)
 V3_USER, V3_KEY = "bench", "bench-auth-priv-key"
 
 
-async def run_fleetctl(targets: list[SnmpTarget], concurrency: int, v2c: str, v3: str) -> tuple[float, list, int]:
+async def run_fleetctl(targets: list[SnmpTarget], concurrency: int, v2c: str, v3: str) -> tuple[float, list, int, int]:
     async with SnmpPoller(v2c=v2c, v3=v3) as p:
         t0 = time.perf_counter()
         results = await p.poll_many(targets, what=WHAT, concurrency=concurrency)
-        return time.perf_counter() - t0, results, p.requests
+        return time.perf_counter() - t0, results, p.requests, p.stray
 
 
 async def run_loop(targets: list[SnmpTarget], agents: Agents, warmup: SnmpTarget | None = None) -> tuple[float, int, list[float], float, float]:
@@ -421,7 +421,7 @@ def main() -> None:
         )
         sim_cpu0 = agents.cpu()
         cpu0 = self_cpu()
-        wall, results, requests = asyncio.run(run_fleetctl(targets, args.concurrency, args.v2c, args.v3))
+        wall, results, requests, stray = asyncio.run(run_fleetctl(targets, args.concurrency, args.v2c, args.v3))
         cpu = self_cpu() - cpu0
         sim_cpu = agents.cpu() - sim_cpu0
         peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -438,7 +438,7 @@ def main() -> None:
             f"peak RSS {peak_mib:.0f} MiB; complete {len(ok)}, failed {len(failed)}"
             + (f" (first: {failed[0].error})" if failed else "")
             + f"; ~{varbinds / wall:,.0f} varbinds/s"
-            + (f", {requests} requests ({requests / max(1, len(results)):.1f}/switch)" if requests else "")
+            + (f", {requests} requests ({requests / max(1, len(results)):.1f}/switch), {stray} stray answers" if requests else "")
             + f"; client CPU {cpu / max(1, varbinds) * 1e6:.1f} us/varbind, agent CPU {sim_cpu / max(1, varbinds) * 1e6:.1f} us/varbind",
             flush=True,
         )

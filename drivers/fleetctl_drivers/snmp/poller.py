@@ -127,6 +127,11 @@ class SnmpPoller:
         """Messages the BER path sent so far (retries included)."""
         return self._v2c_client.requests
 
+    @property
+    def stray(self) -> int:
+        """Datagrams the BER path dropped as answering no pending request (late, duplicate, foreign)."""
+        return self._v2c_client.stray
+
     # ---------------------------------------------------------------- engines
 
     def _new_engine(self) -> Any:

@@ -85,8 +85,9 @@ class _Slot:
 
 
 class _Protocol(asyncio.DatagramProtocol):
-    def __init__(self, pending: dict[int, _Slot]) -> None:
+    def __init__(self, pending: dict[int, _Slot], client: V2cClient) -> None:
         self.pending = pending
+        self.client = client
 
     def datagram_received(self, data: bytes, addr: tuple[Any, ...]) -> None:
         try:
@@ -95,6 +96,7 @@ class _Protocol(asyncio.DatagramProtocol):
             rid = ber.peek_request_id(data)  # a v3 message's msgID
             slot = self.pending.get(rid) if rid is not None else None
             if slot is None or slot.addr != addr[:2] or slot.future is None or slot.future.done():
+                self.client.stray += 1
                 return
             if slot.community is None:  # SNMPv3: authenticated and decrypted by the request
                 try:
@@ -117,6 +119,7 @@ class _Protocol(asyncio.DatagramProtocol):
             or slot.future is None
             or slot.future.done()
         ):
+            self.client.stray += 1
             return  # not ours, late, or a duplicate
         slot.future.set_result(msg)
 
@@ -135,6 +138,7 @@ class V2cClient:
         self._next_id = random.randrange(1, 2**31 - 1)
         self._engines: dict[tuple[str, int], usm.Engine] = {}  # SNMPv3 agents discovered
         self.requests = 0  # sent messages, retries included (for the benchmark)
+        self.stray = 0  # datagrams dropped: not an answer to a pending request (late, duplicate, foreign)
 
     def close(self) -> None:
         """Close the sockets (also after their event loop has closed)."""
@@ -156,7 +160,7 @@ class V2cClient:
         if got is not None:
             return got[0]
         sock = client_socket(family)
-        tr, _ = await loop.create_datagram_endpoint(lambda: _Protocol(self._pending), sock=sock)
+        tr, _ = await loop.create_datagram_endpoint(lambda: _Protocol(self._pending, self), sock=sock)
         self._transports[family] = (tr, sock)
         return tr
 

@@ -119,6 +119,7 @@ def test_stray_and_foreign_datagrams_are_dropped() -> None:
     client.close()
     other.close()
     assert vbs == [(P.SYS_UPTIME, 500)] and agent.seen == 1
+    assert client.stray == 7  # every datagram but the answer is counted as dropped
 
 
 def test_many_requests_in_flight_are_demultiplexed() -> None:
