@@ -295,7 +295,11 @@ def encode_message(
 ) -> bytes:
     """A whole SNMPv1/v2c message. For GetBulkRequest, ``error_status`` is
     non-repeaters and ``error_index`` max-repetitions (see :func:`get_bulk`)."""
-    pdu = encode_pdu(pdu_type, request_id, varbinds, error_status=error_status, error_index=error_index)
+    return community_message(community, encode_pdu(pdu_type, request_id, varbinds, error_status=error_status, error_index=error_index), version)
+
+
+def community_message(community: bytes, pdu: bytes, version: int = VERSION_2C) -> bytes:
+    """An SNMPv1/v2c message around an encoded PDU."""
     return tlv(SEQUENCE, tlv(INTEGER, encode_integer_body(version)) + tlv(OCTET_STRING, community) + pdu)
 
 
@@ -327,6 +331,14 @@ def get_request(community: bytes, request_id: int, oids: list[Oid]) -> bytes:
 def get_bulk(community: bytes, request_id: int, oids: list[Oid], max_repetitions: int, non_repeaters: int = 0) -> bytes:
     fields = bulk_fields(oids, max_repetitions, non_repeaters)
     return encode_message(community, GET_BULK_REQUEST, request_id, [(o, None) for o in oids], **fields)
+
+
+def request_pdu(kind: str, request_id: int, oids: list[Oid], max_repetitions: int = 0) -> bytes:
+    """The poller's two requests as a bare PDU: ``kind`` "get" (GetRequest) or anything else (GetBulkRequest)."""
+    varbinds: list[tuple[Oid, object]] = [(o, None) for o in oids]
+    if kind == "get":
+        return encode_pdu(GET_REQUEST, request_id, varbinds)
+    return encode_pdu(GET_BULK_REQUEST, request_id, varbinds, **bulk_fields(oids, max_repetitions))
 
 
 # --------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 import socket
 import time
@@ -200,10 +201,7 @@ class V2cClient:
         else:
             community = target.community_text().encode()
             rid = self._request_id()
-            if kind == "get":
-                packet = ber.get_request(community, rid, oids)
-            else:
-                packet = ber.get_bulk(community, rid, oids, max_repetitions)
+            packet = ber.community_message(community, ber.request_pdu(kind, rid, oids, max_repetitions))
             msg = await self._exchange(target, tr, sockaddr, rid, _Slot(tuple(sockaddr[:2]), community), lambda: packet)
         if msg.error_status != 0:
             raise SnmpPollError("protocol", f"{target.host}:{target.port} answered {msg.error_name} at varbind {msg.error_index}")
@@ -259,36 +257,28 @@ class V2cClient:
         self, target: SnmpTarget, tr: asyncio.DatagramTransport, sockaddr: tuple[Any, ...], kind: str, oids: list[Oid], max_repetitions: int
     ) -> ber.Message:
         """One authPriv (HMAC-SHA-96, AES-128) request; discovers the engine first when it is not known."""
-        where = f"{target.host}:{target.port}"
+        where, key = f"{target.host}:{target.port}", (target.host, target.port)
         user = (target.user or "").encode()
-        varbinds: list[tuple[Oid, object]] = [(o, None) for o in oids]
         for _ in range(3):  # discovery, then at most one resynchronisation of time or engine
-            engine = self._engines.get((target.host, target.port)) or await self._discover(target, tr, sockaddr)
+            engine = self._engines.get(key) or await self._discover(target, tr, sockaddr)
             auth_key = usm.localized_key(target.auth_text(), engine.engine_id)
             priv_key = usm.localized_key(target.priv_text(), engine.engine_id)
             rid = self._request_id()
-            if kind == "get":
-                pdu = ber.encode_pdu(ber.GET_REQUEST, rid, varbinds)
-            else:
-                pdu = ber.encode_pdu(ber.GET_BULK_REQUEST, rid, varbinds, **ber.bulk_fields(oids, max_repetitions))
+            pdu = ber.request_pdu(kind, rid, oids, max_repetitions)
             scoped = usm.scoped_pdu(pdu, context_engine_id=engine.engine_id, context_name=target.context_name.encode())
-            flags = usm.FLAG_AUTH | usm.FLAG_PRIV | usm.FLAG_REPORTABLE
-
-            def build(
-                engine: usm.Engine = engine, auth_key: bytes = auth_key, priv_key: bytes = priv_key, rid: int = rid, scoped: bytes = scoped, flags: int = flags
-            ) -> bytes:  # this try's values, bound now
-                return usm.encode(rid, scoped, flags=flags, engine=engine, user=user, auth_key=auth_key, priv_key=priv_key)
-
+            # every try is encoded anew: the agent's time moves and each encryption takes a fresh salt
+            build = functools.partial(usm.encode, rid, scoped, flags=usm.FLAG_AUTH | usm.FLAG_PRIV | usm.FLAG_REPORTABLE,
+                                      engine=engine, user=user, auth_key=auth_key, priv_key=priv_key)  # fmt: skip
             got: usm.V3Message = await self._exchange(target, tr, sockaddr, rid, _Slot(tuple(sockaddr[:2]), None), build)
             authentic = bool(got.flags & usm.FLAG_AUTH) and got.authentic(auth_key)
             report = got.report() if got.scoped is not None else None
             if report is not None:
                 n, what = report
                 if n == usm.NOT_IN_TIME_WINDOW and authentic:  # only an authentic report may set our clock
-                    self._engines[(target.host, target.port)] = usm.Engine(got.engine_id, got.boots, got.time, time.monotonic())
+                    self._engines[key] = usm.Engine(got.engine_id, got.boots, got.time, time.monotonic())
                     continue
                 if n == usm.UNKNOWN_ENGINE_ID:  # the agent restarted with a new engine ID
-                    self._engines.pop((target.host, target.port), None)
+                    self._engines.pop(key, None)
                     continue
                 raise SnmpPollError("auth", f"{where} refused the credentials: {what}")
             if not authentic:
