@@ -6,10 +6,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test venv bench clean services
 
-$(STAMP): pyproject.toml drivers/pyproject.toml
+$(STAMP): pyproject.toml drivers/pyproject.toml lab/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ./drivers -e '.[test]'
+	$(PY) -m pip install --quiet -e ./drivers -e '.[test]' -e ./lab
 	touch $(STAMP)
 
 venv: $(STAMP)

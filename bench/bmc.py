@@ -343,8 +343,8 @@ def main() -> int:
     raise_nofile()
 
     from fleetctl.interfaces.bmc import BMCTarget
-    from fleetctl.lab.bmc.spec import generate_specs
-    from fleetctl.lab.daemon import lab_down, lab_up
+    from fleetctl_lab.bmc.spec import generate_specs
+    from fleetctl_lab.daemon import lab_down, lab_up
 
     print(
         f"bench/bmc.py: {args.bmcs} lab BMCs, HTTPS, {args.latency_ms:g} ms injected latency per request, "

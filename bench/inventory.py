@@ -54,7 +54,7 @@ def main() -> None:
         # Generated in a child process: Linux carries a parent's peak RSS into
         # the children it forks, so a big parent would inflate every figure below.
         with site.open("w") as out:
-            subprocess.run([sys.executable, "-m", "fleetctl.lab.sitegen", "fleet", "--servers", str(args.servers)],
+            subprocess.run([sys.executable, "-m", "fleetctl_lab.sitegen", "fleet", "--servers", str(args.servers)],
                            stdout=out, check=True, cwd=REPO)  # fmt: skip
         gen = time.perf_counter() - t0
         text = site.read_text()

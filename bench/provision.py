@@ -38,7 +38,7 @@ FLEETCTL = [sys.executable, "-m", "fleetctl"]
 
 
 def site(servers: int) -> dict[str, Any]:
-    from fleetctl.lab.sitegen import fleet
+    from fleetctl_lab.sitegen import fleet
 
     doc = fleet(servers + 1, per_rack=servers)
     s = doc["sites"][0]

@@ -117,7 +117,7 @@ def bmc_targets(servers: list[ServerRef], **kwargs: Any) -> tuple[list[Any], dic
     (``fleetctl lab up``) stands in for the real BMCs of the servers it serves.
     """
     from fleetctl.interfaces.bmc import BMCTarget
-    from fleetctl.lab.inventory import credential_ref, overlay
+    from fleetctl_lab.inventory import credential_ref, overlay
 
     lab = overlay()
     creds = _Credentials()
@@ -206,7 +206,7 @@ def switch_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]
     A running lab stands in for the switches it serves, like it does for BMCs.
     """
     from fleetctl.interfaces.switch import SwitchTarget
-    from fleetctl.lab.inventory import credential_ref, switch_overlay
+    from fleetctl_lab.inventory import credential_ref, switch_overlay
 
     lab = switch_overlay()
     creds = _Credentials()
@@ -228,7 +228,7 @@ def switch_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]
 def snmp_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]]:
     """SnmpTargets for the switches, and those that cannot be polled, with why."""
     from fleetctl.interfaces.snmp import SnmpTarget
-    from fleetctl.lab.inventory import switch_overlay
+    from fleetctl_lab.inventory import switch_overlay
     from fleetctl.secrets import Secret
 
     lab = switch_overlay()

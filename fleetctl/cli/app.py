@@ -51,7 +51,6 @@ NOUNS: dict[str, str] = {
     "media": "Virtual media: insert and eject ISOs.",
     "bios": "BIOS attributes: read, stage, apply, verify.",
     "firmware": "Firmware versions against the baseline.",
-    "lab": "The lab: simulated BMCs and switches for the inventory.",
     "db": "The database: location and migrations.",
 }
 
@@ -60,6 +59,25 @@ NOUNS: dict[str, str] = {
 VERBS: dict[str, str] = {
     "provision": "Bring servers from cabled to ready: firmware, BIOS, VLANs, OS, runtime, check.",
 }
+
+
+# Sub-apps other distributions add (the lab: `fleetctl lab`), by entry point:
+# the core names none of their modules.
+PLUGIN_GROUP = "fleetctl.cli"
+
+
+def _plugins() -> dict[str, object]:
+    """{noun: entry point} of the installed CLI plugins, sorted; a name taken twice, or one of ours, is refused."""
+    from importlib.metadata import entry_points
+
+    from fleetctl.errors import FleetError
+
+    found: dict[str, object] = {}
+    for ep in entry_points(group=PLUGIN_GROUP):
+        if ep.name in NOUNS or ep.name in VERBS or ep.name in found:
+            raise FleetError(f"CLI plugin {ep.name!r} ({ep.value}) clashes with a command of that name", exit_code=3)
+        found[ep.name] = ep
+    return dict(sorted(found.items()))
 
 
 def _register(argv: list[str]) -> None:
@@ -78,6 +96,12 @@ def _register(argv: list[str]) -> None:
             continue
         module = importlib.import_module(f"fleetctl.cli.{name}")
         app.add_typer(module.app, name=name, help=NOUNS[name])
+    plugins = _plugins()
+    for name, ep in plugins.items():
+        if name in present or (wanted is not None and wanted != name and (wanted in NOUNS or wanted in VERBS or wanted in plugins)):
+            continue
+        sub = ep.load()  # type: ignore[attr-defined]
+        app.add_typer(sub, name=name, help=(sub.info.help or "").strip() or None)
     verbs = {c.name for c in app.registered_commands}
     for name in [wanted] if wanted in VERBS else ([] if wanted in NOUNS else list(VERBS)):
         if name not in verbs:

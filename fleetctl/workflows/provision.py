@@ -643,7 +643,7 @@ class Provisioner:
 
     async def _main(self) -> list[Progress]:
         from fleetctl.inventory.service import actor
-        from fleetctl.lab.inventory import host_overlay
+        from fleetctl_lab.inventory import host_overlay
         from fleetctl.lifecycle.locks import _owner_alive, owner_id, release, try_lock
         from fleetctl.store import get_engine
 
@@ -860,7 +860,7 @@ class Provisioner:
         return {"bmc_firmware": facts.firmware_version, "pinned": fp}
 
     def lab_hosts_bmc(self) -> set[str]:
-        from fleetctl.lab.inventory import overlay
+        from fleetctl_lab.inventory import overlay
 
         if not hasattr(self, "_lab_bmcs"):
             self._lab_bmcs = set(overlay())

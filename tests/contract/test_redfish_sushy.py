@@ -1,6 +1,6 @@
 """The Redfish driver against live emulators: sushy-tools (OpenStack's Redfish
 emulator, a peer we did not write) and, at the end, fleetctl's own lab BMCs
-(``fleetctl.lab.bmc``, one per vendor flavour, over TLS with pinned
+(``fleetctl_lab.bmc``, one per vendor flavour, over TLS with pinned
 certificates, with faults injected).
 
 sushy-emulator runs with its fake driver (no libvirt) on 127.0.0.1 and a free
@@ -240,7 +240,7 @@ def test_facts_manager_and_unsupported(sushy):
 
 
 # --------------------------------------------------------------------------
-# Third peer: fleetctl's own lab BMCs (fleetctl.lab.bmc), in-process, over TLS
+# Third peer: fleetctl's own lab BMCs (fleetctl_lab.bmc), in-process, over TLS
 # --------------------------------------------------------------------------
 
 FLAVOURS = ("generic", "hpe", "openbmc", "ami", "dell")
@@ -249,10 +249,10 @@ FLAVOURS = ("generic", "hpe", "openbmc", "ami", "dell")
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     try:
-        from fleetctl.lab.bmc.server import run_lab_in_thread
-        from fleetctl.lab.bmc.spec import LabConfig, generate_specs
+        from fleetctl_lab.bmc.server import run_lab_in_thread
+        from fleetctl_lab.bmc.spec import LabConfig, generate_specs
     except ImportError as e:
-        pytest.skip(f"fleetctl.lab.bmc not available: {e}")
+        pytest.skip(f"fleetctl_lab.bmc not available: {e}")
     specs = generate_specs(len(FLAVOURS), prefix="rf", flavours=FLAVOURS)
     config = LabConfig(state_dir=tmp_path_factory.mktemp("lab"), power_transition_s=0.1, firmware_update_s=0.3)
     with run_lab_in_thread(specs, config) as running:

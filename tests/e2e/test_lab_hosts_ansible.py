@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fleetctl.lab.hosts import ansible_host_vars
-from fleetctl.lab.inventory import host_overlay
+from fleetctl_lab.hosts import ansible_host_vars
+from fleetctl_lab.inventory import host_overlay
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent

@@ -11,7 +11,7 @@
    install, `/dev/mnc2p*` device nodes (4 on one host, 3 on the other) and
    a `gpfn3-smi` that lists the boards whose node exists, an `nvidia-smi`
    that lists 8 GPUs, a `kubeadm` that "joins" by writing kubelet.conf.
-   The stand-ins are the lab hosts' own (`fleetctl.lab.host_standins`).
+   The stand-ins are the lab hosts' own (`fleetctl_lab.host_standins`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleetctl.lab import host_standins as standins
+from fleetctl_lab import host_standins as standins
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = REPO / "playbooks"

@@ -25,7 +25,7 @@ if "lab_client_helpers" not in sys.modules:
 
 from lab_client_helpers import RF  # noqa: E402
 
-from fleetctl.lab.bmc import LabConfig, LabServerSpec, generate_specs, run_lab_in_thread
+from fleetctl_lab.bmc import LabConfig, LabServerSpec, generate_specs, run_lab_in_thread
 
 TIMING = dict(power_transition_s=0.3, graceful_shutdown_s=0.4, firmware_update_s=0.5, max_sessions=3)
 

@@ -1,4 +1,4 @@
-"""Lab hosts (fleetctl.lab.hosts): the OS behind each lab BMC.
+"""Lab hosts (fleetctl_lab.hosts): the OS behind each lab BMC.
 
 The phase logic is driven directly on a SimBMC with explicit times (no
 sleeping); the sandbox is synced by hand; then the SSH side is checked for
@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from fleetctl.lab.bmc import FAULTS, LabConfig, SimBMC, generate_specs, run_lab_in_thread
+from fleetctl_lab.bmc import FAULTS, LabConfig, SimBMC, generate_specs, run_lab_in_thread
 from fleetctl.errors import FleetError
-from fleetctl.lab.hosts import HostSandbox, ansible_host_vars, boot_mode, host_base_address, wait_for_phase
+from fleetctl_lab.hosts import HostSandbox, ansible_host_vars, boot_mode, host_base_address, wait_for_phase
 
 asyncssh = pytest.importorskip("asyncssh")
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from lab_client_helpers import RF
 
-from fleetctl.lab.bmc import LabConfig, generate_specs, run_lab_in_thread
-from fleetctl.lab.daemon import lab_down, lab_status, lab_up
+from fleetctl_lab.bmc import LabConfig, generate_specs, run_lab_in_thread
+from fleetctl_lab.daemon import lab_down, lab_status, lab_up
 
 
 def peer_cert(url: str) -> bytes:

@@ -24,7 +24,7 @@ from swlab_helpers import close_snmp, need_deps, small_specs
 @pytest.fixture(scope="session")
 def swlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     need_deps()
-    from fleetctl.lab.switch import SwitchLabConfig, run_switch_lab_in_thread
+    from fleetctl_lab.switch import SwitchLabConfig, run_switch_lab_in_thread
 
     cfg = SwitchLabConfig(state_dir=str(tmp_path_factory.mktemp("swlab")), base_address="127.111.0.1")
     with run_switch_lab_in_thread(small_specs(), cfg) as lab:

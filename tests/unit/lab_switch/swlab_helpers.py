@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fleetctl.lab.switch.spec import LabNeighbor, LabSwitchPort, LabSwitchSpec
+from fleetctl_lab.switch.spec import LabNeighbor, LabSwitchPort, LabSwitchSpec
 
 IF_OPER = "1.3.6.1.2.1.2.2.1.8"
 IF_ADMIN = "1.3.6.1.2.1.2.2.1.7"

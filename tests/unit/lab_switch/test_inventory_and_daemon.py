@@ -17,7 +17,7 @@ def example_specs(cli: Any) -> list[Any]:
     need_deps()
     r = cli("inventory", "import", str(REPO / "inventory"))
     assert r.code == 0, r.err
-    from fleetctl.lab.switch.inventory import switch_specs_from_inventory
+    from fleetctl_lab.switch.inventory import switch_specs_from_inventory
     from fleetctl.store import get_engine
 
     with get_engine().connect() as conn:
@@ -46,7 +46,7 @@ def test_specs_follow_the_cabling_plan(example_specs: list[Any]) -> None:
 
 
 def test_lldp_from_the_cabling_over_ssh_and_snmp(example_specs: list[Any], tmp_path: Path) -> None:
-    from fleetctl.lab.switch import SwitchLabConfig, run_switch_lab_in_thread
+    from fleetctl_lab.switch import SwitchLabConfig, run_switch_lab_in_thread
 
     cfg = SwitchLabConfig(state_dir=str(tmp_path), base_address="127.112.0.1")
     with run_switch_lab_in_thread(example_specs, cfg) as lab:
@@ -72,7 +72,7 @@ def test_the_daemon_serves_switches_and_lab_json_lists_them(tmp_path: Path) -> N
     need_deps()
     from swlab_helpers import small_specs
 
-    from fleetctl.lab.daemon import lab_down, lab_status, lab_up
+    from fleetctl_lab.daemon import lab_down, lab_status, lab_up
 
     sd = tmp_path / "lab"
     try:
@@ -118,7 +118,7 @@ def test_taken_ports_fall_back_to_ephemeral_ones(swlab: Any, tmp_path: Path) -> 
     """A second lab on the same addresses (another user, another test run) still comes up."""
     from swlab_helpers import small_specs
 
-    from fleetctl.lab.switch import SwitchLabConfig, run_switch_lab_in_thread
+    from fleetctl_lab.switch import SwitchLabConfig, run_switch_lab_in_thread
 
     taken_ssh = swlab.ssh_of("lab-eos-1")
     cfg = SwitchLabConfig(state_dir=str(tmp_path), base_address=taken_ssh[0])

@@ -157,7 +157,7 @@ class LabConfig(BaseModel):
     firmware_update_s: float = 5.0  # SimpleUpdate task duration
     initial_power: Literal["On", "Off"] = "Off"
     backlog: int = 128
-    # Hosts (fleetctl.lab.hosts): the OS behind each BMC, over SSH.
+    # Hosts (fleetctl_lab.hosts): the OS behind each BMC, over SSH.
     hosts: bool = False  # serve an SSH host per server (`fleetctl lab up` turns it on)
     install_s: float = 30.0  # an OS install after a PXE / virtual-media boot
     os_boot_s: float = 1.0  # an installed OS booting from disk

@@ -5,7 +5,7 @@ socket (its own port, or its own 127.x.y.z address) and, over HTTPS, its own
 certificate. A request finds its BMC by the local address of the socket it
 arrived on. A control application on a separate port exposes counters and
 fault injection under ``/lab/v1``. With ``LabConfig.hosts`` the lab also
-serves the host behind each BMC over SSH (``fleetctl.lab.hosts.HostLab``).
+serves the host behind each BMC over SSH (``fleetctl_lab.hosts.HostLab``).
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from typing import Any
 
 from aiohttp import web
 
-from fleetctl.lab.threads import LoopProxy, serve_in_thread
+from fleetctl_lab.threads import LoopProxy, serve_in_thread
 from fleetctl.errors import FleetError, InputError
-from fleetctl.lab.bmc.certs import ensure_cert, server_context
-from fleetctl.lab.bmc.resources import dispatch, error_body, session_doc
-from fleetctl.lab.bmc.spec import LabConfig, LabServerSpec
-from fleetctl.lab.bmc.state import FAULTS, LabActionError, SimBMC
+from fleetctl_lab.bmc.certs import ensure_cert, server_context
+from fleetctl_lab.bmc.resources import dispatch, error_body, session_doc
+from fleetctl_lab.bmc.spec import LabConfig, LabServerSpec
+from fleetctl_lab.bmc.state import FAULTS, LabActionError, SimBMC
 
-log = logging.getLogger("fleetctl.lab")
+log = logging.getLogger("fleetctl_lab")
 
 _OPEN_PATHS = {"/redfish", "/redfish/v1", "/redfish/v1/odata", "/redfish/v1/$metadata"}
 _SESSIONS = "/redfish/v1/SessionService/Sessions"
@@ -77,7 +77,7 @@ class BMCLab:
         self._stopping = False
         self.started_at: float | None = None
         self.start_seconds: float | None = None
-        self.hosts: Any = None  # fleetctl.lab.hosts.HostLab with config.hosts
+        self.hosts: Any = None  # fleetctl_lab.hosts.HostLab with config.hosts
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -123,7 +123,7 @@ class BMCLab:
             await self.stop()
             raise FleetError(f"lab: cannot bind a BMC socket ({e}); is another lab running on these addresses?") from e
         if cfg.hosts:
-            from fleetctl.lab.hosts import HostLab
+            from fleetctl_lab.hosts import HostLab
 
             self.hosts = HostLab(self)
             try:
@@ -231,7 +231,7 @@ class BMCLab:
 
     def host(self, name: str) -> dict[str, Any]:
         """The host behind a BMC: its phase (off / installing / booting / up / no-os /
-        firmware), ``up_since``, install and boot ids (see ``fleetctl.lab.hosts``);
+        firmware), ``up_since``, install and boot ids (see ``fleetctl_lab.hosts``);
         with SSH served, its address and login figures, and its files brought up to date.
         """
         info = self.bmc(name).host_info()

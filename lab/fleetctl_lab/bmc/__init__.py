@@ -11,7 +11,7 @@ never imports fleetctl's drivers: it is their peer.
 
 Public API (stable)
 -------------------
-Specs (``fleetctl.lab.bmc.spec``, pydantic models, JSON round-trip)::
+Specs (``fleetctl_lab.bmc.spec``, pydantic models, JSON round-trip)::
 
     LabNic(name, mac, speed_mbps=100000, slot=None, model=..., firmware=...)
     LabBoard(kind: 'mncore2'|'gpu', serial, slot, pci_address='', model='',
@@ -33,14 +33,14 @@ Specs (``fleetctl.lab.bmc.spec``, pydantic models, JSON round-trip)::
               hosts=False, install_s=30.0, os_boot_s=1.0,
               host_base_address=None, host_ssh_port=2222)
         ``hosts=True``: the lab also serves the host behind each BMC over
-        SSH (``fleetctl.lab.hosts``; ``fleetctl lab up`` turns it on).
+        SSH (``fleetctl_lab.hosts``; ``fleetctl lab up`` turns it on).
     generate_specs(n, *, prefix='lab', mix=('mncore', 'gpu'),
                    flavours=('generic', 'hpe', 'openbmc', 'ami', 'dell'),
                    password='labpass', start=0) -> list[LabServerSpec]
         MN-Core servers carry 4 MN-Core 2 boards, GPU servers 8 GPUs; both
         have two NICs on PCIe cards. Names: '{prefix}-{mncore|gpu}-{i:05d}'.
 
-The lab (``fleetctl.lab.bmc.server``)::
+The lab (``fleetctl_lab.bmc.server``)::
 
     lab = BMCLab(specs, config)
     await lab.start(); await lab.stop()      # or: async with BMCLab(...) as lab
@@ -49,16 +49,16 @@ The lab (``fleetctl.lab.bmc.server``)::
     lab.set_fault(name, **faults) -> dict  # merge; None/False clears one
     lab.clear_faults(name)
     lab.counters(name) -> dict             # see below
-    lab.host(name) -> dict                 # the host's phase, see fleetctl.lab.hosts
+    lab.host(name) -> dict                 # the host's phase, see fleetctl_lab.hosts
     lab.status() -> dict                   # lab.json content, no passwords
     lab.control_url, lab.names(), lab.bmc(name) -> SimBMC
 
     with run_lab_in_thread(specs, config) as lab:   # ThreadedLab, for tests
         lab.url_of(name); lab.set_fault(name, latency_ms=50); lab.counters(name)
 
-The daemon (``fleetctl.lab.daemon``)::
+The daemon (``fleetctl_lab.daemon``)::
 
-    python -m fleetctl.lab.daemon --spec FILE.json --state-dir DIR
+    python -m fleetctl_lab.daemon --spec FILE.json --state-dir DIR
     lab_up(specs, state_dir, *, config=None, timeout=120) -> status dict
     lab_status(state_dir, *, probe=True) -> status dict  ('running': bool)
     lab_down(state_dir, *, timeout=15) -> {'stopped': bool, 'pid': int|None}
@@ -121,9 +121,9 @@ Redfish conventions of the lab
   public); they live in ``resources.PCI_IDS`` and ``spec.LabBoard``.
 """
 
-from fleetctl.lab.bmc.server import BMCLab, ThreadedLab, run_lab_in_thread
-from fleetctl.lab.bmc.spec import LabBoard, LabConfig, LabNic, LabServerSpec, generate_specs
-from fleetctl.lab.bmc.state import FAULTS, SimBMC
+from fleetctl_lab.bmc.server import BMCLab, ThreadedLab, run_lab_in_thread
+from fleetctl_lab.bmc.spec import LabBoard, LabConfig, LabNic, LabServerSpec, generate_specs
+from fleetctl_lab.bmc.state import FAULTS, SimBMC
 
 __all__ = [
     "BMCLab",

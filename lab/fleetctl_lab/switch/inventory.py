@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from sqlalchemy import select
 
-log = logging.getLogger("fleetctl.lab.switch")
+log = logging.getLogger("fleetctl_lab.switch")
 
 LAB_PLATFORMS = {"eos", "sonic"}
 
@@ -50,7 +50,7 @@ def switch_specs_from_inventory(conn: Any, password: str, names: set[str] | None
         sw_t,
     )
     from fleetctl.inventory.snapshot import natural_key
-    from fleetctl.lab.switch.spec import (
+    from fleetctl_lab.switch.spec import (
         DEFAULT_MODEL,
         LabNeighbor,
         LabSwitchPort,

@@ -7,7 +7,7 @@ BMC at its lab address instead, logging in with the lab's own credential
 (a random password in a mode-0600 file of the lab's state folder). Nothing in
 the inventory is rewritten, so `lab down` leaves it as it was.
 :func:`host_overlay` does the same for the host behind each BMC (its SSH
-address, login and the playbooks' sandbox variables; ``fleetctl.lab.hosts``).
+address, login and the playbooks' sandbox variables; ``fleetctl_lab.hosts``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sqlalchemy import select
 from fleetctl.config import data_dir
 
 CREDENTIAL_FILE = "credential"
-log = logging.getLogger("fleetctl.lab")
+log = logging.getLogger("fleetctl_lab")
 
 # Which Redfish dialect a lab BMC speaks, by the hardware model's vendor.
 FLAVOUR_BY_VENDOR = {
@@ -59,7 +59,7 @@ def _write_credential(state_dir: Path) -> str:
 def specs_from_inventory(conn: Any, password: str, names: set[str] | None = None) -> list[Any]:
     """One LabServerSpec per server: its serial, NICs, boards and firmware baseline."""
     from fleetctl.inventory.queries import board_t, fb_t, hm_t, nic_t, srv_t
-    from fleetctl.lab.bmc.spec import LabBoard, LabNic, LabServerSpec
+    from fleetctl_lab.bmc.spec import LabBoard, LabNic, LabServerSpec
 
     baseline: dict[int, dict[str, str]] = {}
     for r in conn.execute(select(fb_t)):
@@ -104,18 +104,18 @@ def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = Tru
 
     With ``switches`` (the default) the lab also serves every EOS and SONiC
     switch of the inventory (or those cabled to the named servers) over SSH
-    and SNMP; see ``fleetctl.lab.switch``. ``port_vlans`` says how server
+    and SNMP; see ``fleetctl_lab.switch``. ``port_vlans`` says how server
     ports start: "default" (unconfigured) or "plan". Each server's host
-    (``fleetctl.lab.hosts``) is served over SSH unless ``config`` has
+    (``fleetctl_lab.hosts``) is served over SSH unless ``config`` has
     ``"hosts": False``.
     """
     from fleetctl.errors import InputError
-    from fleetctl.lab.daemon import lab_up
+    from fleetctl_lab.daemon import lab_up
     from fleetctl.store import get_engine
 
     sd = state_dir or lab_dir()
     from fleetctl.errors import FleetError as _FleetError
-    from fleetctl.lab.daemon import lab_status
+    from fleetctl_lab.daemon import lab_status
 
     st = lab_status(sd, probe=False)
     if st.get("running"):
@@ -129,7 +129,7 @@ def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = Tru
         if switches and importlib.util.find_spec("asyncssh") is None:
             log.warning("lab: asyncssh is not installed; the lab serves no switches")
         elif switches:
-            from fleetctl.lab.switch.inventory import switch_specs_from_inventory
+            from fleetctl_lab.switch.inventory import switch_specs_from_inventory
 
             sw_specs = switch_specs_from_inventory(conn, password, names, port_vlans=port_vlans)  # type: ignore[arg-type]
     if not specs:
@@ -155,8 +155,8 @@ def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = Tru
 def up_generated(count: int, *, tls: bool = True, config: dict[str, Any] | None = None, state_dir: Path | None = None) -> dict[str, Any]:
     """Start ``count`` generated lab BMCs (MN-Core and GPU servers of every vendor flavour)."""
     from fleetctl.errors import FleetError, InputError
-    from fleetctl.lab.bmc.spec import generate_specs
-    from fleetctl.lab.daemon import lab_status, lab_up
+    from fleetctl_lab.bmc.spec import generate_specs
+    from fleetctl_lab.daemon import lab_status, lab_up
 
     if count < 1:
         raise InputError("--generate takes a positive number", field="--generate")
@@ -169,13 +169,13 @@ def up_generated(count: int, *, tls: bool = True, config: dict[str, Any] | None 
 
 
 def down(state_dir: Path | None = None) -> dict[str, Any]:
-    from fleetctl.lab.daemon import lab_down
+    from fleetctl_lab.daemon import lab_down
 
     return lab_down(state_dir or lab_dir())
 
 
 def status(state_dir: Path | None = None) -> dict[str, Any]:
-    from fleetctl.lab.daemon import lab_status
+    from fleetctl_lab.daemon import lab_status
 
     return lab_status(state_dir or lab_dir())
 
@@ -185,7 +185,7 @@ def _running_section(section: str, state_dir: Path | None) -> dict[str, dict[str
     sd = state_dir or lab_dir()
     if not (sd / "lab.json").exists():
         return {}
-    from fleetctl.lab.daemon import lab_status
+    from fleetctl_lab.daemon import lab_status
 
     st = lab_status(sd, probe=False)
     return st.get(section, {}) if st.get("running") else {}
@@ -203,7 +203,7 @@ def switch_overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
 
 def host_overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
     """{server name: {address, port, user, key_file, known_hosts, dir, boards, vars}} of a
-    running lab's hosts, or {}. ``fleetctl.lab.hosts.ansible_host_vars(entry)`` turns an
+    running lab's hosts, or {}. ``fleetctl_lab.hosts.ansible_host_vars(entry)`` turns an
     entry into Ansible host variables (SSH connection + the playbooks' sandbox variables).
     """
     return _running_section("hosts", state_dir)

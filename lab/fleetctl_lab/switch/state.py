@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetctl.lab.switch.spec import LabNeighbor, LabSwitchSpec, lab_mac
+from fleetctl_lab.switch.spec import LabNeighbor, LabSwitchSpec, lab_mac
 
 # Faults of one port; value None/False clears one.
 PORT_FAULTS: dict[str, str] = {

@@ -14,7 +14,7 @@ import time
 import zlib
 from typing import Any
 
-from fleetctl.lab.switch.grammar import (
+from fleetctl_lab.switch.grammar import (
     AMBIGUOUS,
     INCOMPLETE,
     OK,
@@ -22,7 +22,7 @@ from fleetctl.lab.switch.grammar import (
     Match,
     format_vlans,
 )
-from fleetctl.lab.switch.state import Port, SimSwitch
+from fleetctl_lab.switch.state import Port, SimSwitch
 
 # EOS's own error texts.
 ERR_INVALID = "% Invalid input"
@@ -376,7 +376,7 @@ class EOSSession:
         p = self.sw.ports.get(name)
         if p is None:
             return ERR_INVALID
-        from fleetctl.lab.switch.state import PortConfig
+        from fleetctl_lab.switch.state import PortConfig
 
         self.sw.set_enabled(p, True)
         p.cfg = PortConfig()

@@ -41,7 +41,7 @@ install, on the first look at the host once it is up):
                     (plain files); the fault ``device_missing`` leaves out the
                     last n at the next boot
   bin/              stand-ins: fake-pkg, gpfn3-smi, nvidia-smi, sysctl, kubeadm
-                    (``fleetctl.lab.host_standins``)
+                    (``fleetctl_lab.host_standins``)
   home/, tmp/       ``HOME``; ``ansible_remote_tmp``
   pkg/installed/    one file per package the fake package tool installed;
   pkg/installs.log  one line per install call
@@ -82,14 +82,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetctl.errors import FleetError
-from fleetctl.lab import host_standins as standins
-from fleetctl.lab.sshserve import close_all, serve_ssh
+from fleetctl_lab import host_standins as standins
+from fleetctl_lab.sshserve import close_all, serve_ssh
 
 if TYPE_CHECKING:
-    from fleetctl.lab.bmc.server import BMCLab
-    from fleetctl.lab.bmc.spec import LabConfig, LabServerSpec
+    from fleetctl_lab.bmc.server import BMCLab
+    from fleetctl_lab.bmc.spec import LabConfig, LabServerSpec
 
-log = logging.getLogger("fleetctl.lab.hosts")
+log = logging.getLogger("fleetctl_lab.hosts")
 
 SSH_DIR = "ssh"
 HOSTS_DIR = "hosts"

@@ -2,7 +2,7 @@
 
 Foreground entry point::
 
-    python -m fleetctl.lab.daemon --spec FILE.json --state-dir DIR
+    python -m fleetctl_lab.daemon --spec FILE.json --state-dir DIR
 
 The spec file is either a JSON list of ``LabServerSpec`` objects, or an
 object ``{"servers": [...], "generate": {"n": 100, ...}, "config": {...}}``
@@ -18,7 +18,7 @@ object ``{"servers": [...], "generate": {"n": 100, ...}, "config": {...}}``
 
 With switches in the spec (``"switches": [LabSwitchSpec ...]``, optional
 ``"switch_config": {SwitchLabConfig fields}``) the daemon also runs the switch
-lab (``fleetctl.lab.switch``) and lab.json gains::
+lab (``fleetctl_lab.switch``) and lab.json gains::
 
      "switch_control_url": "http://127.0.0.1:40001",
      "switches": {"leaf-1": {"ssh": "127.110.0.1:22", "snmp": "127.110.0.1:161",
@@ -26,7 +26,7 @@ lab (``fleetctl.lab.switch``) and lab.json gains::
                              "device_type": "edgecore_sonic", "username": "admin"}}
 
 With ``"hosts": true`` in ``config`` (``fleetctl lab up`` sets it) the daemon
-also serves the host behind each BMC over SSH (``fleetctl.lab.hosts``), and
+also serves the host behind each BMC over SSH (``fleetctl_lab.hosts``), and
 lab.json gains::
 
      "hosts": {"name": {"address": "127.70.0.1", "port": 2222, "user": "alice",
@@ -66,7 +66,7 @@ LAB_JSON = "lab.json"
 SPEC_JSON = "spec.json"
 LOG_FILE = "lab.log"
 
-log = logging.getLogger("fleetctl.lab.daemon")
+log = logging.getLogger("fleetctl_lab.daemon")
 
 
 # --- the daemon ------------------------------------------------------------------
@@ -76,7 +76,7 @@ def load_spec_file(path: Path, state_dir: Path) -> tuple[list[Any], Any]:
     """Read a spec file: (specs, LabConfig). Raises InputError."""
     from pydantic import ValidationError
 
-    from fleetctl.lab.bmc.spec import LabConfig, LabServerSpec, generate_specs
+    from fleetctl_lab.bmc.spec import LabConfig, LabServerSpec, generate_specs
 
     try:
         raw = json.loads(path.read_text())
@@ -102,7 +102,7 @@ def load_switch_spec(path: Path, state_dir: Path) -> tuple[list[Any], Any]:
     """The switch part of a spec file: (LabSwitchSpec list, SwitchLabConfig). Raises InputError."""
     from pydantic import ValidationError
 
-    from fleetctl.lab.switch.spec import LabSwitchSpec, SwitchLabConfig
+    from fleetctl_lab.switch.spec import LabSwitchSpec, SwitchLabConfig
 
     try:
         raw = json.loads(path.read_text())
@@ -120,12 +120,12 @@ def load_switch_spec(path: Path, state_dir: Path) -> tuple[list[Any], Any]:
 
 async def _serve(specs: list[Any], config: Any, state_dir: Path, switches: list[Any] | None = None,
                  switch_config: Any = None) -> None:  # fmt: skip
-    from fleetctl.lab.bmc.server import BMCLab
+    from fleetctl_lab.bmc.server import BMCLab
 
     lab = BMCLab(specs, config)
     swlab = None
     if switches:
-        from fleetctl.lab.switch.server import SwitchLab
+        from fleetctl_lab.switch.server import SwitchLab
 
         swlab = SwitchLab(switches, switch_config)
     stop = asyncio.Event()
@@ -167,7 +167,7 @@ def _raise_nofile() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fleetctl.lab.daemon", description="Run the fleetctl BMC lab in the foreground.")
+    p = argparse.ArgumentParser(prog="python -m fleetctl_lab.daemon", description="Run the fleetctl BMC lab in the foreground.")
     p.add_argument("--spec", required=True, type=Path, help="lab spec JSON (servers and config)")
     p.add_argument("--state-dir", required=True, type=Path, help="where lab.json and the certificate cache live")
     p.add_argument("--log-level", default="INFO")
@@ -198,7 +198,7 @@ def _pid_is_lab(pid: int) -> bool:
         except OSError:
             return False
         return True  # no /proc: trust the pid
-    return b"fleetctl.lab.daemon" in cmd
+    return b"fleetctl_lab.daemon" in cmd
 
 
 def _read_lab_json(state_dir: Path) -> dict[str, Any] | None:
@@ -250,7 +250,7 @@ def lab_up(
     Returns: ``lab_status(state_dir)``.
     Raises: FleetError if a lab already runs there or the daemon fails.
     """
-    from fleetctl.lab.bmc.spec import LabConfig, LabServerSpec
+    from fleetctl_lab.bmc.spec import LabConfig, LabServerSpec
 
     sd = Path(state_dir)
     sd.mkdir(parents=True, exist_ok=True)
@@ -268,7 +268,7 @@ def lab_up(
     fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     spec_doc: dict[str, Any] = {"servers": servers, "config": cfg}
     if switches:
-        from fleetctl.lab.switch.spec import LabSwitchSpec
+        from fleetctl_lab.switch.spec import LabSwitchSpec
 
         spec_doc["switches"] = [(s if isinstance(s, LabSwitchSpec) else LabSwitchSpec.model_validate(s)).model_dump(mode="json") for s in switches]
         spec_doc["switch_config"] = {k: v for k, v in dict(switch_config or {}).items() if k != "state_dir"}
@@ -277,7 +277,7 @@ def lab_up(
     logf = open(sd / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "fleetctl.lab.daemon", "--spec", str(spec_path), "--state-dir", str(sd)],
+            [sys.executable, "-m", "fleetctl_lab.daemon", "--spec", str(spec_path), "--state-dir", str(sd)],
             stdin=subprocess.DEVNULL,
             stdout=logf,
             stderr=logf,

@@ -22,19 +22,19 @@ from typing import Any, Self
 
 from aiohttp import web
 
-from fleetctl.lab.sshserve import close_all, serve_ssh
-from fleetctl.lab.threads import LoopProxy, serve_in_thread
+from fleetctl_lab.sshserve import close_all, serve_ssh
+from fleetctl_lab.threads import LoopProxy, serve_in_thread
 from fleetctl.errors import FleetError, InputError
-from fleetctl.lab.switch.snmp import (
+from fleetctl_lab.switch.snmp import (
     SnmpAgents,
     community_of,
     render_snmprec,
     udp_endpoint,
 )
-from fleetctl.lab.switch.spec import NETMIKO_DEVICE_TYPE, LabSwitchSpec, SwitchLabConfig
-from fleetctl.lab.switch.state import PORT_FAULTS, SWITCH_FAULTS, SimSwitch
+from fleetctl_lab.switch.spec import NETMIKO_DEVICE_TYPE, LabSwitchSpec, SwitchLabConfig
+from fleetctl_lab.switch.state import PORT_FAULTS, SWITCH_FAULTS, SimSwitch
 
-log = logging.getLogger("fleetctl.lab.switch")
+log = logging.getLogger("fleetctl_lab.switch")
 HOST_KEY_FILE = "switch_host_key"
 
 
@@ -230,8 +230,8 @@ class SwitchLab:
     async def _session(self, sw: SimSwitch, process: Any) -> None:
         import asyncssh
 
-        from fleetctl.lab.switch.eos import EOSSession
-        from fleetctl.lab.switch.sonic import SonicSession
+        from fleetctl_lab.switch.eos import EOSSession
+        from fleetctl_lab.switch.sonic import SonicSession
 
         user = process.get_extra_info("username") or sw.spec.username
         sess: Any = EOSSession(sw, user) if sw.platform == "eos" else SonicSession(sw, user)

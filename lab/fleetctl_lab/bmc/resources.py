@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fleetctl.lab.bmc.state import (
+from fleetctl_lab.bmc.state import (
     FAULTS,
     LabActionError,
     SimBMC,
@@ -1102,7 +1102,7 @@ def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
                 bmc.reset(str(rt))
                 return 204, None, {}
             case ["Systems", s, "Bios", "Actions", "Bios.ResetBios"] if s == sid:
-                from fleetctl.lab.bmc.state import DEFAULT_BIOS
+                from fleetctl_lab.bmc.state import DEFAULT_BIOS
 
                 bmc.bios_pending = {**DEFAULT_BIOS, **bmc.spec.bios_attributes}
                 return 204, None, {}

@@ -9,7 +9,7 @@ The lab never imports fleetctl's drivers: it is their peer.
 
 Public API (stable)
 -------------------
-Specs (``fleetctl.lab.switch.spec``, pydantic, JSON round-trip)::
+Specs (``fleetctl_lab.switch.spec``, pydantic, JSON round-trip)::
 
     LabNeighbor(system, port, kind='server'|'switch', chassis_id='', description='')
     LabSwitchPort(name, speed_mbps=100000, neighbor=None, mode='access'|'trunk'|'routed',
@@ -23,9 +23,9 @@ Specs (``fleetctl.lab.switch.spec``, pydantic, JSON round-trip)::
     NETMIKO_DEVICE_TYPE = {'eos': 'arista_eos', 'sonic': 'edgecore_sonic'}
     generate_switch_specs(n, ports=64, prefix='labsw', platforms=('eos', 'sonic')) -> [LabSwitchSpec]
     switch_specs_from_inventory(conn, password, names=None, port_vlans='default'|'plan')
-        (``fleetctl.lab.switch.inventory``; `fleetctl lab up` uses it)
+        (``fleetctl_lab.switch.inventory``; `fleetctl lab up` uses it)
 
-The lab (``fleetctl.lab.switch.server``)::
+The lab (``fleetctl_lab.switch.server``)::
 
     lab = SwitchLab(specs, config); await lab.start(); await lab.stop()
     lab.status() -> {'switch_control_url': url,
@@ -53,7 +53,7 @@ Control endpoint (plain HTTP on 127.0.0.1, ``switch_control_url`` in lab.json)::
                                           or {"port": ..., "fault": "crc", "value": 100}
     DELETE /lab/v1/switches/{name}/faults[?port=Ethernet4]
 
-The daemon (``fleetctl.lab.daemon``) runs the switch lab when its spec has
+The daemon (``fleetctl_lab.daemon``) runs the switch lab when its spec has
 ``"switches"``; ``lab_up(..., switches=[...], switch_config={...})``.
 
 Conventions
@@ -67,12 +67,12 @@ Conventions
 - NX-OS and Linux switches of the inventory are not served.
 """
 
-from fleetctl.lab.switch.server import (
+from fleetctl_lab.switch.server import (
     SwitchLab,
     ThreadedSwitchLab,
     run_switch_lab_in_thread,
 )
-from fleetctl.lab.switch.spec import (
+from fleetctl_lab.switch.spec import (
     NETMIKO_DEVICE_TYPE,
     LabNeighbor,
     LabSwitchPort,
@@ -80,7 +80,7 @@ from fleetctl.lab.switch.spec import (
     SwitchLabConfig,
     generate_switch_specs,
 )
-from fleetctl.lab.switch.state import PORT_FAULTS, SWITCH_FAULTS, SimSwitch
+from fleetctl_lab.switch.state import PORT_FAULTS, SWITCH_FAULTS, SimSwitch
 
 __all__ = [
     "NETMIKO_DEVICE_TYPE",

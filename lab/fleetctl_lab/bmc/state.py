@@ -18,7 +18,7 @@ Power transition table (``PowerState`` during -> after; effects):
 At each boot (end of PoweringOn) the lab consumes a ``Once`` boot override,
 applies pending BIOS settings and records the boot source.
 
-The host behind the BMC (``fleetctl.lab.hosts.HostState``) follows: a boot
+The host behind the BMC (``fleetctl_lab.hosts.HostState``) follows: a boot
 from the network or from inserted virtual media installs an OS for
 ``install_s``, a boot from disk brings an installed OS up after
 ``os_boot_s``, and the start of any power-off phase takes the host down. Its
@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from fleetctl.lab.bmc.flavours import FLAVOURS, Flavour
-from fleetctl.lab.bmc.spec import LabConfig, LabServerSpec
-from fleetctl.lab.hosts import HostState, fault_count
+from fleetctl_lab.bmc.flavours import FLAVOURS, Flavour
+from fleetctl_lab.bmc.spec import LabConfig, LabServerSpec
+from fleetctl_lab.hosts import HostState, fault_count
 
 POWER_RESETS = ("On", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart", "PowerCycle")
 

@@ -9,7 +9,7 @@ import typer
 from fleetctl.cli.common import OutputOpt
 from fleetctl.cli.output import Format
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True, help="The lab: a simulated datacenter (BMCs, switches, hosts) as a fleet of its own.")
 
 
 @app.command("up")
@@ -29,7 +29,7 @@ def up(
     from pathlib import Path
 
     from fleetctl.cli.output import emit_one
-    from fleetctl.lab import inventory as lab
+    from fleetctl_lab import inventory as lab
 
     if site:
         from fleetctl.inventory.service import import_path
@@ -52,7 +52,7 @@ def up(
 @app.command("down")
 def down() -> None:
     """Stop the lab."""
-    from fleetctl.lab import inventory as lab
+    from fleetctl_lab import inventory as lab
 
     res = lab.down()
     typer.echo("lab stopped" if res.get("stopped") else "no lab was running")
@@ -62,7 +62,7 @@ def down() -> None:
 def status(output: OutputOpt = Format.table) -> None:
     """Is a lab running, and which BMCs (and hosts, and switches) does it serve."""
     from fleetctl.cli.output import emit, emit_one
-    from fleetctl.lab import inventory as lab
+    from fleetctl_lab import inventory as lab
 
     st = lab.status()
     summary = {k: st.get(k) for k in ("running", "responding", "count", "control_url", "switch_control_url", "state_dir", "pid")}
@@ -118,7 +118,7 @@ def fault(
     import urllib.request
 
     from fleetctl.errors import FleetError, InputError
-    from fleetctl.lab import inventory as lab
+    from fleetctl_lab import inventory as lab
 
     st = lab.status()
     if not st.get("running"):

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fleetctl.lab.switch.state import Port, SimSwitch
+from fleetctl_lab.switch.state import Port, SimSwitch
 
 
 

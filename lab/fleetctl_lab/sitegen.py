@@ -1,7 +1,7 @@
 """Generate site files: the example site in inventory/ and benchmark fleets.
 
-``python -m fleetctl.lab.sitegen example`` prints the example site;
-``python -m fleetctl.lab.sitegen fleet --servers 10000`` a large one. Serials,
+``python -m fleetctl_lab.sitegen example`` prints the example site;
+``python -m fleetctl_lab.sitegen fleet --servers 10000`` a large one. Serials,
 MACs and addresses are derived from positions, so output is reproducible.
 """
 
@@ -215,7 +215,7 @@ def fleet(servers: int, per_rack: int = 40, sites: int = 1) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     from fleetctl.inventory.render import dump_yaml
 
-    p = argparse.ArgumentParser(prog="python -m fleetctl.lab.sitegen")
+    p = argparse.ArgumentParser(prog="python -m fleetctl_lab.sitegen")
     sub = p.add_subparsers(dest="what", required=True)
     sub.add_parser("example")
     f = sub.add_parser("fleet")

@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from fleetctl.errors import FleetError
-from fleetctl.lab.switch.state import SimSwitch
+from fleetctl_lab.switch.state import SimSwitch
 
-log = logging.getLogger("fleetctl.lab.switch")
+log = logging.getLogger("fleetctl_lab.switch")
 
 VARIATION_DIR = Path(__file__).with_name("snmp_variation")
 
