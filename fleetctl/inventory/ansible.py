@@ -58,7 +58,7 @@ def _hosts(conn: Any, name: str | None = None, *, servers_only: set[str] | None 
     servers = (
         select(srv_t.c.id, srv_t.c.name, srv_t.c.serial, srv_t.c.position, srv_t.c.state, srv_t.c.bmc_url,
                rack_t.c.name.label("rack"), site_t.c.name.label("site"), hm_t.c.name.label("model"),
-               hm_t.c.board_kind, hm_t.c.board_count)  # fmt: skip
+               hm_t.c.board_kind, hm_t.c.board_count, srv_t.c.host_address, srv_t.c.host_vars)  # fmt: skip
         .join(rack_t, rack_t.c.id == srv_t.c.rack_id)
         .join(site_t, site_t.c.id == rack_t.c.site_id)
         .join(hm_t, hm_t.c.id == srv_t.c.model_id)
@@ -118,6 +118,7 @@ def _hosts(conn: Any, name: str | None = None, *, servers_only: set[str] | None 
                 "fleetctl_state": r.state, "fleetctl_model": r.model, "fleetctl_bmc_url": _public_url(r.bmc_url),
                 "fleetctl_accelerators": accel, "fleetctl_macs": dict(sorted(macs[r.id].items())),
                 "fleetctl_tags": server_tags, **expected,
+                **_host_address_vars(r.host_address), **(r.host_vars or {}),
             },  # fmt: skip
             "groups": [group_name("site", r.site), group_name("rack", r.rack), "role_server", group_name("state", r.state)]
             + [group_name("accel", k) for k in accel]
@@ -134,6 +135,25 @@ def _hosts(conn: Any, name: str | None = None, *, servers_only: set[str] | None 
             "groups": [group_name("site", r.site), group_name("rack", r.rack), group_name("role", r.role)],
         }
     return hosts
+
+
+def _host_address_vars(address: str | None) -> dict[str, Any]:
+    """``ansible_host``/``ansible_port`` of a server whose OS is not reached by its name on port 22."""
+    if not address:
+        return {}
+    host, port = split_host_port(address)
+    return {"ansible_host": host, **({"ansible_port": port} if port != 22 else {})}
+
+
+def split_host_port(address: str, default_port: int = 22) -> tuple[str, int]:
+    """("host", port) of ``host``, ``host:port`` or ``[v6]:port``."""
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else default_port
+    if address.count(":") == 1:
+        host, _, port = address.partition(":")
+        return host, int(port)
+    return address, default_port
 
 
 def ansible_inventory(url: str | None = None) -> dict[str, Any]:

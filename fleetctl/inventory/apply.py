@@ -142,7 +142,7 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
             "name": name, "serial": s["serial"], "model_id": model_ids[s["model"]],
             "rack_id": rack_ids[(s["site"], s["rack"])], "position": s["position"], "height": height,
             "bmc_url": s["bmc"], "bmc_system_id": s["system_id"], "credential": s["credential"],
-            "bmc_fingerprint": s["fingerprint"],
+            "bmc_fingerprint": s["fingerprint"], "host_address": s["host"], "host_vars": s["host_vars"] or None,
         }  # fmt: skip
 
     now = utcnow()
@@ -206,6 +206,7 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
         return {
             "name": name, "serial": s["serial"], "model_id": model_ids[s["model"]], "platform": s["platform"],
             "role": s["role"], "mgmt_address": s["address"], "credential": s["credential"],
+            "ssh_port": None if s["ssh_port"] == 22 else s["ssh_port"],
             "snmp_version": s["snmp"]["version"] if s["snmp"] else None,
             "snmp_credential": s["snmp"]["credential"] if s["snmp"] else None,
             "snmp_port": s["snmp"]["port"] if s["snmp"] else None,

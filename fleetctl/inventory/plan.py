@@ -100,6 +100,7 @@ def tables(
                     "site": s.name, "rack": r.name, "serial": v.serial, "model": v.model,
                     "position": v.position, "bmc": v.bmc, "system_id": v.system_id,
                     "credential": v.credential, "fingerprint": v.fingerprint,
+                    "host": v.host, "host_vars": dict(sorted(v.host_vars.items())),
                     "nics": sorted((n.name, n.mac) for n in v.nics), "tags": sorted(set(v.tags)),
                     "state": v.state,
                 }  # fmt: skip
@@ -112,7 +113,7 @@ def tables(
                 t["switch"][w.name] = {
                     "site": s.name, "rack": r.name, "model": w.model, "platform": w.platform, "role": w.role,
                     "address": w.address, "position": w.position, "serial": w.serial, "credential": w.credential,
-                    "snmp": w.snmp.model_dump() if w.snmp else None,
+                    "ssh_port": w.ssh_port, "snmp": w.snmp.model_dump() if w.snmp else None,
                 }  # fmt: skip
             if consume:
                 r.servers, r.switches = [], []

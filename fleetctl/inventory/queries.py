@@ -326,10 +326,11 @@ PROVISIONING_DEFAULTS: dict[str, Any] = {
     "install_timeout": 3600,
     "ssh_user": "root",
     "ssh_key": None,
+    "known_hosts": None,
     "k8s": None,
 }
 PROVISIONING_KEYS = ("vlan", "boot", "image", "firmware_images", "firmware_template", "install_timeout",
-                     "ssh_user", "ssh_key", "k8s")  # fmt: skip
+                     "ssh_user", "ssh_key", "known_hosts", "k8s")  # fmt: skip
 
 
 def site_provisioning(conn: Connection, site_name: str) -> dict[str, Any] | None:

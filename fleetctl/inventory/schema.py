@@ -147,6 +147,26 @@ class ServerSpec(Strict):
     tags: list[Name] = Field(default_factory=list)
     # Honoured when the server is created; afterwards the lifecycle owns it.
     state: ServerStateName = "registered"
+    # The installed OS over SSH: "host" or "host:port" (default: the server's
+    # name, port 22); extra Ansible host variables for its playbooks.
+    host: str | None = None
+    host_vars: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str | None) -> str | None:
+        return None if v is None else host_port(v, "host")
+
+    @field_validator("host_vars")
+    @classmethod
+    def _host_vars(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key in v:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise ValueError(f"host_vars: {key!r} is not an Ansible variable name")
+            if _SECRET_VAR_RE.search(key):
+                # Secrets stay behind credential references, never in the inventory.
+                raise ValueError(f"host_vars: {key!r} would hold a secret; use a credential reference")
+        return v
 
     @field_validator("bmc")
     @classmethod
@@ -185,6 +205,27 @@ class ServerSpec(Strict):
         return digits
 
 
+_SECRET_VAR_RE = re.compile(r"pass(word)?|secret|token|private_key_data|vault", re.IGNORECASE)
+
+
+def host_port(v: str, what: str) -> str:
+    """``host`` or ``host:port`` (an IPv6 address in brackets with a port), checked; returned as given."""
+    host, port = v, None
+    if v.startswith("["):
+        host, _, rest = v[1:].partition("]")
+        port = rest.removeprefix(":") or None
+    elif v.count(":") == 1:
+        host, _, port = v.partition(":")
+    if port is not None and not (port.isdigit() and 1 <= int(port) <= 65535):
+        raise ValueError(f"{what} {v!r}: the port must be 1-65535")
+    try:
+        ip_address(host)
+    except ValueError:
+        if not re.fullmatch(r"[A-Za-z0-9.-]+", host):
+            raise ValueError(f"{what} {v!r} is neither an IP address nor a host name") from None
+    return v
+
+
 class SnmpSpec(Strict):
     """How to poll a switch over SNMP; the community or v3 keys live behind a reference.
 
@@ -211,6 +252,7 @@ class SwitchSpec(Strict):
     position: Annotated[int, Field(ge=1)]
     serial: str | None = None
     credential: str | None = None
+    ssh_port: Annotated[int, Field(ge=1, le=65535)] = 22
     snmp: SnmpSpec | None = None
 
     @field_validator("address")
@@ -346,6 +388,9 @@ class ProvisioningSpec(Strict):
     install_timeout: Annotated[int, Field(ge=1)] = 3600  # seconds to wait for the installed OS
     ssh_user: str = "root"
     ssh_key: str | None = None  # path of the private key (never the key)
+    # A known_hosts file the hosts' keys are checked against strictly; None:
+    # fleetctl's own, where a new host's key is accepted on first contact.
+    known_hosts: str | None = None
     k8s: K8sJoinSpec | None = None
 
     @field_validator("image")
@@ -382,6 +427,13 @@ class ProvisioningSpec(Strict):
     def _user(cls, v: str) -> str:
         if not _POSIX_USER_RE.match(v):
             raise ValueError(f"{v!r} is not a user name")
+        return v
+
+    @field_validator("known_hosts")
+    @classmethod
+    def _known_hosts(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("/", "~/")):
+            raise ValueError("known_hosts must be an absolute path (or start with ~/)")
         return v
 
     @field_validator("ssh_key")

@@ -136,6 +136,8 @@ def read_sites(conn: Connection, names: set[str] | None = None) -> list[SiteSpec
                 system_id=r.bmc_system_id,
                 credential=r.credential,
                 fingerprint=r.bmc_fingerprint,
+                host=r.host_address,
+                host_vars=dict(sorted((r.host_vars or {}).items())),
                 nics=sorted(nics[r.id], key=lambda n: natural_key(n.name)),
                 boards=sorted(boards[r.id], key=lambda b: (b.slot, b.serial)),
                 tags=sorted(tags[r.id]),
@@ -157,6 +159,7 @@ def read_sites(conn: Connection, names: set[str] | None = None) -> list[SiteSpec
                 position=r.position,
                 serial=r.serial,
                 credential=r.credential,
+                ssh_port=r.ssh_port or 22,
                 snmp=SnmpSpec.model_construct(version=r.snmp_version, credential=r.snmp_credential, port=r.snmp_port)
                 if r.snmp_credential
                 else None,

@@ -21,6 +21,7 @@ class Switch(SQLModel, table=True):
     role: str
     mgmt_address: str = Field(unique=True)
     credential: str | None = None
+    ssh_port: int | None = None  # None: 22
     # SNMP polling: version ('2c' or '3'), a credential reference, the UDP port.
     snmp_version: str | None = None
     snmp_credential: str | None = None

@@ -31,6 +31,10 @@ class Server(SQLModel, table=True):
     bmc_system_id: str | None = None
     credential: str | None = None  # a reference (env:/file:/cmd:), never a secret
     bmc_fingerprint: str | None = None  # sha256 of the BMC's pinned certificate
+    # How to reach the installed OS over SSH ("host" or "host:port"); None: the
+    # server's name, port 22. Extra Ansible host variables beside it.
+    host_address: str | None = None
+    host_vars: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     state: str = Field(default="registered", index=True)
     target_state: str | None = None
     last_error: str | None = None

@@ -96,6 +96,7 @@ def test_the_example_site_has_it_and_site_show_shows_it(db_url, cli):  # type: i
         "vlan": 200, "boot": "pxe", "image": None, "firmware_images": "https://fw.tyo1.example/firmware",
         "firmware_template": "{base}/{id}-{version}.bin", "install_timeout": 3600, "ssh_user": "root",
         "ssh_key": None,
+        "known_hosts": None,
         "k8s": {"endpoint": "k8s-api.tyo1.example:6443", "token": "env:FLEETCTL_K8S_TOKEN",
                 "ca_cert_hash": "sha256:" + "5e" * 32},
     }  # fmt: skip
