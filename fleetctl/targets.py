@@ -3,6 +3,13 @@
 A TARGET is a server name, a rack (``rack-12`` or ``tyo1/rack-12``), a site,
 a selector ``state=ready``, ``tag=mncore2``, ``model=mn-server-2`` or
 ``rack=rack-12``, or ``all``. Several targets add up; duplicates are dropped.
+A selector with an empty or unknown value is refused: only ``all`` selects
+everything.
+
+Every address, credential reference, certificate pin and driver comes from
+the inventory of the database the command runs on, and from nothing else: a
+lab is a fleet of its own, with its own database (``fleetctl lab up`` prints
+the ``export FLEETCTL_DB=...`` line that selects it).
 """
 
 from __future__ import annotations
@@ -29,21 +36,24 @@ class ServerRef:
     fingerprint: str | None
     state: str
     rack: str
+    driver: str = "redfish"  # the BMC driver, from the hardware model
 
 
 def resolve(conn: Any, targets: list[str]) -> list[ServerRef]:
     """The servers the TARGET arguments name, in rack order, each once."""
-    from fleetctl.inventory.queries import list_servers, rack_t, site_t, srv_t
+    from fleetctl.inventory.queries import hm_t, list_servers, rack_t, site_t, srv_t
 
     if not targets:
         raise InputError("give at least one TARGET: a server, a rack, a selector like state=ready, or all")
     names: list[str] = []
     for t in targets:
         key, sep, value = t.partition("=")
+        if not t.strip():
+            raise InputError("an empty TARGET; name a server, a rack, a site, a selector, or all", field="TARGET")
         if sep:
             if key not in SELECTORS:
                 raise InputError(f"unknown selector {key!r} in {t!r} (use {', '.join(SELECTORS)})", field="TARGET")
-            rows = list_servers(conn, **{key: value})
+            rows = list_servers(conn, **{key: value})  # refuses an empty or unknown value
             if not rows:
                 raise NotFound(f"no servers match {t!r}")
             names += [r["name"] for r in rows]
@@ -59,10 +69,14 @@ def resolve(conn: Any, targets: list[str]) -> list[ServerRef]:
             raise NotFound(f"no server, rack or site named {t!r}")
     seen: dict[str, None] = dict.fromkeys(names)
     rows = conn.execute(
-        select(srv_t, rack_t.c.name.label("rack")).join(rack_t, rack_t.c.id == srv_t.c.rack_id).where(srv_t.c.name.in_(list(seen)))
+        select(srv_t, rack_t.c.name.label("rack"), hm_t.c.driver.label("model_driver"))
+        .join(rack_t, rack_t.c.id == srv_t.c.rack_id)
+        .join(hm_t, hm_t.c.id == srv_t.c.model_id)
+        .where(srv_t.c.name.in_(list(seen)))
     )
     by_name = {
-        r.name: ServerRef(r.id, r.name, r.bmc_url, r.bmc_system_id, r.credential, r.bmc_fingerprint, r.state, r.rack)
+        r.name: ServerRef(r.id, r.name, r.bmc_url, r.bmc_system_id, r.credential, r.bmc_fingerprint, r.state, r.rack,
+                          r.model_driver or "redfish")  # fmt: skip
         for r in rows
     }
     return [by_name[n] for n in seen if n in by_name]
@@ -113,34 +127,25 @@ def _limits() -> dict[str, Any]:
 def bmc_targets(servers: list[ServerRef], **kwargs: Any) -> tuple[list[Any], dict[str, str]]:
     """BMCTargets for the servers, and the servers that cannot be reached, with why.
 
-    Credentials are resolved once per distinct reference. A running lab
-    (``fleetctl lab up``) stands in for the real BMCs of the servers it serves.
+    Credentials are resolved once per distinct reference.
     """
     from fleetctl.interfaces.bmc import BMCTarget
-    from fleetctl_lab.inventory import credential_ref, overlay
 
-    lab = overlay()
     creds = _Credentials()
+    limits = _limits()
     targets, unreachable = [], {}
     for s in servers:
-        url, ref, pin, system_id = s.bmc_url, s.credential, s.fingerprint, s.system_id
-        if s.name in lab:
-            # The lab BMC stands in for the real one: its address, the lab's
-            # credential and the lab's certificate. Nothing of the lab is pinned
-            # into the inventory, which keeps the real BMC's pin (or none).
-            url, ref = lab[s.name]["url"], credential_ref()
-            pin = lab[s.name].get("fingerprint") or None
-            system_id = lab[s.name].get("system_id") or system_id
-        if not url:
+        if not s.bmc_url:
             unreachable[s.name] = "no BMC URL in the inventory"
             continue
-        cred = creds.get(ref)
+        cred = creds.get(s.credential)
         if isinstance(cred, str):
             unreachable[s.name] = cred
             continue
         targets.append(
-            BMCTarget(name=s.name, url=url, username=cred.username, password=cred.password, system_id=system_id,
-                      fingerprint=pin, trust_on_first_use=pin is None, **{**_limits(), **kwargs})  # fmt: skip
+            BMCTarget(name=s.name, url=s.bmc_url, username=cred.username, password=cred.password, system_id=s.system_id,
+                      fingerprint=s.fingerprint, trust_on_first_use=s.fingerprint is None, driver=s.driver,
+                      **{**limits, **kwargs})  # fmt: skip
         )
     return targets, unreachable
 
@@ -159,24 +164,33 @@ class SwitchRef:
     snmp_version: str | None
     snmp_credential: str | None
     snmp_port: int | None
+    ssh_port: int = 22
+    driver: str = "netmiko"  # the switch driver, from the hardware model
 
 
 def resolve_switches(conn: Any, targets: list[str]) -> list[SwitchRef]:
     """Switches named by TARGETs: a switch, a rack or site (its switches), role=leaf, or all."""
-    from fleetctl.inventory.queries import rack_t, resolve_rack, site_t, sw_t
+    from fleetctl.inventory.queries import hm_t, rack_t, resolve_rack, site_t, sw_t
 
     if not targets:
         raise InputError("give at least one TARGET: a switch, a rack, a site, role=leaf, or all")
-    q = select(sw_t, rack_t.c.name.label("rack"), site_t.c.name.label("site")).join(rack_t, rack_t.c.id == sw_t.c.rack_id).join(
-        site_t, site_t.c.id == rack_t.c.site_id
+    q = (
+        select(sw_t, rack_t.c.name.label("rack"), site_t.c.name.label("site"), hm_t.c.driver.label("model_driver"))
+        .join(rack_t, rack_t.c.id == sw_t.c.rack_id)
+        .join(site_t, site_t.c.id == rack_t.c.site_id)
+        .join(hm_t, hm_t.c.id == sw_t.c.model_id)
     )
     rows = list(conn.execute(q))
     picked: dict[str, Any] = {}
     for t in targets:
         key, sep, value = t.partition("=")
+        if not t.strip():
+            raise InputError("an empty TARGET; name a switch, a rack, a site, a selector, or all", field="TARGET")
         if sep:
             if key not in ("role", "rack", "site", "platform"):
                 raise InputError(f"unknown selector {key!r} in {t!r} (use role=, rack=, site=, platform=)", field="TARGET")
+            if not value.strip():
+                raise InputError(f"{key}= needs a value; an empty one would select every switch (say `all` for that)", field="TARGET")
             hit = [r for r in rows if str(getattr(r, key)) == value]
         elif t == "all":
             hit = rows
@@ -195,51 +209,36 @@ def resolve_switches(conn: Any, targets: list[str]) -> list[SwitchRef]:
         for r in hit:
             picked.setdefault(r.name, r)
     return [
-        SwitchRef(r.id, r.name, r.platform, r.mgmt_address, r.credential, r.role, r.rack, r.snmp_version, r.snmp_credential, r.snmp_port)
+        SwitchRef(r.id, r.name, r.platform, r.mgmt_address, r.credential, r.role, r.rack, r.snmp_version, r.snmp_credential,
+                  r.snmp_port, r.ssh_port or 22, r.model_driver or "netmiko")  # fmt: skip
         for r in picked.values()
     ]
 
 
 def switch_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]]:
-    """SwitchTargets (SSH) for the switches, and those that cannot be reached, with why.
-
-    A running lab stands in for the switches it serves, like it does for BMCs.
-    """
+    """SwitchTargets (SSH) for the switches, and those that cannot be reached, with why."""
     from fleetctl.interfaces.switch import SwitchTarget
-    from fleetctl_lab.inventory import credential_ref, switch_overlay
 
-    lab = switch_overlay()
     creds = _Credentials()
+    limits = _limits()
     targets, unreachable = [], {}
     for s in switches:
-        host, port, ref = s.address, 22, s.credential
-        if s.name in lab:
-            host, _, p = lab[s.name]["ssh"].rpartition(":")
-            port, ref = int(p), credential_ref()
-        cred = creds.get(ref)
+        cred = creds.get(s.credential)
         if isinstance(cred, str):
             unreachable[s.name] = cred
             continue
-        targets.append(SwitchTarget(name=s.name, host=host, port=port, platform=s.platform, username=cred.username,
-                                    password=cred.password, **_limits()))  # fmt: skip
+        targets.append(SwitchTarget(name=s.name, host=s.address, port=s.ssh_port, platform=s.platform, username=cred.username,
+                                    password=cred.password, driver=s.driver, **limits))  # fmt: skip
     return targets, unreachable
 
 
 def snmp_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]]:
     """SnmpTargets for the switches, and those that cannot be polled, with why."""
     from fleetctl.interfaces.snmp import SnmpTarget
-    from fleetctl_lab.inventory import switch_overlay
-    from fleetctl.secrets import Secret
 
-    lab = switch_overlay()
     creds = _Credentials()
     targets, unreachable = [], {}
     for s in switches:
-        if s.name in lab and lab[s.name].get("snmp"):
-            host, _, p = lab[s.name]["snmp"].rpartition(":")
-            targets.append(SnmpTarget(name=s.name, host=host, port=int(p), version="2c",
-                                      community=Secret(lab[s.name].get("community", "public"))))  # fmt: skip
-            continue
         if not s.snmp_credential:
             unreachable[s.name] = "no snmp settings in the inventory"
             continue

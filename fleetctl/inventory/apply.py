@@ -97,6 +97,7 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
             "board_count": m["boards"]["count"] if m["boards"] else 0,
             "bios_profile": m["bios_profile"],
             "ports": "\n".join(m["ports"]) if m["ports"] else None,
+            "driver": m["driver"],
         }  # fmt: skip
         if c.action == "add":
             model_id = conn.execute(insert(hm).values(**values)).inserted_primary_key[0]

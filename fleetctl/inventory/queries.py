@@ -47,6 +47,27 @@ def resolve_rack(conn: Connection, ref: str) -> Any:
     return rows[0]
 
 
+def check_filters(conn: Connection, **filters: str | None) -> None:
+    """Refuse a filter given with an empty or unknown value.
+
+    A filter that is skipped when empty would widen a selection to the whole
+    fleet: ``power off "state=$S"`` with S unset must not power off
+    everything. Only ``all`` says all (see fleetctl.targets).
+    """
+    from fleetctl.lifecycle.states import ServerState
+
+    for key, value in filters.items():
+        if value is None:
+            continue
+        if not value.strip():
+            raise InputError(f"{key}= needs a value; an empty one would select every server (say `all` for that)", field=key)
+        if key == "state" and value not in {s.value for s in ServerState}:
+            raise InputError(f"state={value}: no such state (one of {', '.join(s.value for s in ServerState)})", field=key)
+        column = {"site": site_t.c.name, "model": hm_t.c.name, "tag": tag_t.c.tag}.get(key)
+        if column is not None and conn.execute(select(column).where(column == value).limit(1)).first() is None:
+            raise NotFound(f"{key}={value}: no {'server carries that tag' if key == 'tag' else f'{key} of that name'}")
+
+
 def list_servers(
     conn: Connection,
     *,
@@ -82,6 +103,7 @@ def list_servers(
         q = q.where(hm_t.c.name == model)
     if tag:
         q = q.where(srv_t.c.id.in_(select(tag_t.c.server_id).where(tag_t.c.tag == tag)))
+    check_filters(conn, rack=rack, site=site, state=state, model=model, tag=tag)
     rows = [dict(r._mapping) for r in conn.execute(q)]
     ids = [r.pop("id") for r in rows]
     tags: dict[int, list[str]] = {}

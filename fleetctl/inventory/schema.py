@@ -86,6 +86,10 @@ class ModelSpec(Strict):
     bios_profile: str | None = None
     firmware: dict[str, str] = Field(default_factory=dict)
     ports: list[str] | None = None
+    # The driver that manages devices of this model (an entry point of the
+    # fleetctl.bmc group for servers, fleetctl.switch for switches); None:
+    # redfish for servers, netmiko for switches.
+    driver: Name | None = None
 
     @model_validator(mode="after")
     def _kind_fields(self) -> ModelSpec:

@@ -76,6 +76,7 @@ def read_models(conn: Connection) -> list[ModelSpec]:
                 bios_profile=r.bios_profile,
                 firmware=dict(sorted(firmware[r.id].items())),
                 ports=r.ports.split("\n") if r.ports else None,
+                driver=r.driver,
             )
         )
     out.sort(key=lambda m: natural_key(m.name))

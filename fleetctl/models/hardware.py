@@ -33,6 +33,7 @@ class HardwareModel(SQLModel, table=True):
     board_kind: str | None = None
     board_count: int = 0
     bios_profile: str | None = None
+    driver: str | None = None  # an entry point name; None: the kind's default driver
     # Switch models: the port names, as the range patterns the site file gave
     # (``Ethernet[1-64]``), newline separated; SwitchPort rows are expanded from it.
     ports: str | None = None

@@ -78,6 +78,7 @@ hardware_model = table(
     column("board_kind", String()),
     column("board_count", Integer()),
     column("bios_profile", String()),
+    column("driver", String()),
     column("ports", String()),
 )
 

@@ -529,18 +529,22 @@ def load_contexts(conn: Any, names: list[str]) -> dict[str, ServerCtx]:
     return out
 
 
-def host_endpoint(ctx: ServerCtx, lab_hosts: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """How to reach a server's installed OS: the lab's stand-in, or the server by name."""
+def host_endpoint(ctx: ServerCtx) -> dict[str, Any]:
+    """How to reach a server's installed OS, as the inventory says.
+
+    The server's ``host`` (``host[:port]``, in the Ansible variables as
+    ansible_host/ansible_port) or its name on port 22; the site's SSH user and
+    key. With the site's ``known_hosts`` the host key is checked strictly
+    against that file; without it, a freshly installed host's new key is
+    accepted on first contact into fleetctl's own known_hosts, and checked
+    from then on.
+    """
     from fleetctl.config import data_dir
 
-    lab = lab_hosts.get(ctx.name)
-    if lab:
-        return {"host": lab["address"], "port": int(lab["port"]), "user": lab["user"], "key_file": lab.get("key_file"),
-                "known_hosts": lab.get("known_hosts"), "strict": True, "vars": dict(lab.get("vars") or {})}  # fmt: skip
-    # A freshly installed host has a new host key: accepted on first contact
-    # into fleetctl's own known_hosts, and checked from then on.
-    return {"host": ctx.name, "port": 22, "user": ctx.prov["ssh_user"], "key_file": ctx.prov.get("ssh_key"),
-            "known_hosts": str(data_dir() / "known_hosts"), "strict": False, "vars": {}}  # fmt: skip
+    known = ctx.prov.get("known_hosts")
+    return {"host": ctx.hostvars.get("ansible_host", ctx.name), "port": int(ctx.hostvars.get("ansible_port", 22)),
+            "user": ctx.prov["ssh_user"], "key_file": ctx.prov.get("ssh_key"),
+            "known_hosts": known or str(data_dir() / "known_hosts"), "strict": bool(known), "vars": {}}  # fmt: skip
 
 
 def ansible_hostvars(ctx: ServerCtx, ep: dict[str, Any]) -> dict[str, Any]:
@@ -616,7 +620,7 @@ class Provisioner:
     def _bmc_target(self, ctx: ServerCtx) -> Any:
         """The server's BMCTarget, resolved once per run for every server.
 
-        Resolving reads the lab's state and each credential reference; every
+        Resolving reads each credential reference; every
         step of every server opens the BMC, so doing it per step was the same
         work forty times over.
         """
@@ -643,7 +647,6 @@ class Provisioner:
 
     async def _main(self) -> list[Progress]:
         from fleetctl.inventory.service import actor
-        from fleetctl_lab.inventory import host_overlay
         from fleetctl.lifecycle.locks import _owner_alive, owner_id, release, try_lock
         from fleetctl.store import get_engine
 
@@ -659,7 +662,6 @@ class Provisioner:
         with engine.connect() as conn:
             self.ctx = load_contexts(conn, self.names)
         self.progress = {n: Progress(n, self.ctx[n].state) for n in self.names}
-        self.lab_hosts = host_overlay()
         refused = self._refusals()
         for n, why in refused.items():
             self._set(n, result="refused" if why[0] == "refused" else "skipped", error=why[1])
@@ -855,16 +857,9 @@ class Provisioner:
         async with self._bmc(ctx) as bmc:
             facts = await bmc.manager.facts()
             fp = bmc.fingerprint if bmc.fingerprint_first_seen else None
-        if fp and ctx.name not in self.lab_hosts_bmc():
+        if fp:
             self.journal.pin(ctx.name, fp)  # type: ignore[union-attr]
         return {"bmc_firmware": facts.firmware_version, "pinned": fp}
-
-    def lab_hosts_bmc(self) -> set[str]:
-        from fleetctl_lab.inventory import overlay
-
-        if not hasattr(self, "_lab_bmcs"):
-            self._lab_bmcs = set(overlay())
-        return self._lab_bmcs
 
     async def _declared(self, site: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """The site as declared ({server: ServerSpec}, {model: ModelSpec}), read once per run."""
@@ -1016,7 +1011,7 @@ class Provisioner:
         return {"power_action": action, "boot": boot, "rack_draw_w": draw}
 
     async def _step_os(self, ctx: ServerCtx, sid: int, noted: Any) -> Any:
-        ep = host_endpoint(ctx, self.lab_hosts)
+        ep = host_endpoint(ctx)
         started = getattr(self, "_boot_done_at", {}).get(ctx.name, time.time())
         deadline = started + float(ctx.prov["install_timeout"])
         why = None
@@ -1065,7 +1060,7 @@ class Provisioner:
         k8s = None
         for n in names:
             c = self.ctx[n]
-            hosts[n] = ansible_hostvars(c, host_endpoint(c, self.lab_hosts))
+            hosts[n] = ansible_hostvars(c, host_endpoint(c))
             for g in c.groups:
                 groups.setdefault(g, []).append(n)
             k8s = k8s or c.prov.get("k8s")

@@ -1,4 +1,4 @@
-"""server host endpoints (SSH address, Ansible variables) and switch SSH port
+"""server host endpoints (SSH address, Ansible variables), switch SSH port, model driver
 
 A fleet says itself how to reach each installed OS and each switch's CLI, so
 that a lab (a fleet of its own, in its own database) needs no address
@@ -19,6 +19,8 @@ depends_on = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("hardware_model", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("driver", sa.String(), nullable=True))
     with op.batch_alter_table("server", schema=None) as batch_op:
         batch_op.add_column(sa.Column("host_address", sa.String(), nullable=True))
         batch_op.add_column(sa.Column("host_vars", sa.JSON(), nullable=True))
@@ -32,3 +34,5 @@ def downgrade() -> None:
     with op.batch_alter_table("server", schema=None) as batch_op:
         batch_op.drop_column("host_vars")
         batch_op.drop_column("host_address")
+    with op.batch_alter_table("hardware_model", schema=None) as batch_op:
+        batch_op.drop_column("driver")
