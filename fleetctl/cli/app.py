@@ -6,17 +6,89 @@ Only typer is imported at start-up; each command imports what it needs, so
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from typing import Annotated
+from collections.abc import Iterator, MutableMapping
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from fleetctl.cli import state as cli_state
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+    from typer._click import Command, Context, HelpFormatter
+
+
+class _Commands(MutableMapping[str, "Command"]):
+    """The root group's commands by name: the names come from the tables below
+    (and the plugin entry points), a command is built on first lookup.
+
+    Typer's own suggestions ("Did you mean 'server'?") read the names from
+    here, so they cost no import either.
+    """
+
+    def __init__(self) -> None:
+        self._built: dict[str, Command] = {}
+
+    def _names(self) -> list[str]:
+        return [*VERBS, *NOUNS, *_plugins()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (name in VERBS or name in NOUNS or name in _plugins())
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self._built:
+            command = _build(name)
+            if command is None:
+                raise KeyError(name)
+            self._built[name] = command
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+
+class LazyGroup(TyperGroup):
+    """The root group: lists the nouns, verbs and plugins from their tables and
+    builds a sub-app only when the command line invokes it.
+
+    Typer builds every command's parameters (evaluating each annotation) before
+    it runs any; with sixty commands that was most of `fleetctl --help`'s time.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.commands = _Commands()
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(self.commands)
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        """The Commands section from the tables: no sub-app is imported for it."""
+        rows = [*VERBS.items(), *NOUNS.items(), *((name, _plugin_help(ep)) for name, ep in _plugins().items())]
+        limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+        with formatter.section("Commands"):
+            # The short line exactly as click would cut the command's own help.
+            formatter.write_dl([(name, TyperCommand(name, help=text).get_short_help_str(limit)) for name, text in rows])
+
 
 app = typer.Typer(
     name="fleetctl",
     help="Bare-metal fleet provisioning and inventory.",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -66,13 +138,18 @@ VERBS: dict[str, str] = {
 PLUGIN_GROUP = "fleetctl.cli"
 
 
-def _plugins() -> dict[str, object]:
-    """{noun: entry point} of the installed CLI plugins, sorted; a name taken twice, or one of ours, is refused."""
+@functools.cache
+def _plugins() -> dict[str, EntryPoint]:
+    """{noun: entry point} of the installed CLI plugins, sorted; a name taken twice, or one of ours, is refused.
+
+    Read only when a command line needs them (`--help`, a name that is not one
+    of ours), and once per process.
+    """
     from importlib.metadata import entry_points
 
     from fleetctl.errors import FleetError
 
-    found: dict[str, object] = {}
+    found: dict[str, EntryPoint] = {}
     for ep in entry_points(group=PLUGIN_GROUP):
         if ep.name in NOUNS or ep.name in VERBS or ep.name in found:
             raise FleetError(f"CLI plugin {ep.name!r} ({ep.value}) clashes with a command of that name", exit_code=3)
@@ -80,33 +157,26 @@ def _plugins() -> dict[str, object]:
     return dict(sorted(found.items()))
 
 
-def _register(argv: list[str]) -> None:
-    """Add the sub-apps: only the one the command line names, when it names one.
+def _plugin_help(ep: EntryPoint) -> str:
+    """A plugin's line in `fleetctl --help`: its distribution's summary (the module is not imported for it)."""
+    return (ep.dist.metadata["Summary"] if ep.dist is not None else None) or ""
 
-    Typer builds every command's parameters before it runs any; with sixty
-    commands that was a third of a `server list`'s time.
-    """
+
+def _build(name: str) -> Command | None:
+    """The click command for one noun, verb or plugin, built as `app.add_typer` would; None for an unknown name."""
     import importlib
 
-    wanted = next((a for a in argv if not a.startswith("-")), None)
-    names = [wanted] if wanted in NOUNS else ([] if wanted in VERBS else list(NOUNS))
-    present = {g.name for g in app.registered_groups}  # main() may run more than once in a process (tests)
-    for name in names:
-        if name in present:
-            continue
-        module = importlib.import_module(f"fleetctl.cli.{name}")
-        app.add_typer(module.app, name=name, help=NOUNS[name])
-    plugins = _plugins()
-    for name, ep in plugins.items():
-        if name in present or (wanted is not None and wanted != name and (wanted in NOUNS or wanted in VERBS or wanted in plugins)):
-            continue
-        sub = ep.load()  # type: ignore[attr-defined]
-        app.add_typer(sub, name=name, help=(sub.info.help or "").strip() or None)
-    verbs = {c.name for c in app.registered_commands}
-    for name in [wanted] if wanted in VERBS else ([] if wanted in NOUNS else list(VERBS)):
-        if name not in verbs:
-            module = importlib.import_module(f"fleetctl.cli.{name}")
-            app.command(name, help=VERBS[name])(module.command)
+    holder = typer.Typer(rich_markup_mode=app.rich_markup_mode, pretty_exceptions_short=app.pretty_exceptions_short)
+    if name in VERBS:
+        holder.command(name, help=VERBS[name])(importlib.import_module(f"fleetctl.cli.{name}").command)
+    elif name in NOUNS:
+        holder.add_typer(importlib.import_module(f"fleetctl.cli.{name}").app, name=name, help=NOUNS[name])
+    elif name in _plugins():
+        sub = _plugins()[name].load()
+        holder.add_typer(sub, name=name, help=(sub.info.help or "").strip() or None)
+    else:
+        return None
+    return typer.main.get_group(holder).commands[name]
 
 
 def _fail(message: str, code: int) -> None:
@@ -122,10 +192,6 @@ def _fail(message: str, code: int) -> None:
 def main() -> None:
     from fleetctl.errors import FleetError
 
-    # --db takes a value: skip it when looking for the noun.
-    args = sys.argv[1:]
-    words = [a for i, a in enumerate(args) if not (i > 0 and args[i - 1] == "--db")]
-    _register(words)
     try:
         app(prog_name="fleetctl")
     except FleetError as e:
