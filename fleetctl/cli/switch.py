@@ -355,14 +355,19 @@ def verify_cabling(
     _finish(outcomes, output, problems=problems, what="cabling findings")
 
 
-def _poll(switches: list, what: tuple[str, ...]) -> list:  # type: ignore[type-arg]
+def _poll(switches: list, what: tuple[str, ...], pollers: dict | None = None) -> list:  # type: ignore[type-arg]
+    """Poll the switches over SNMP, each with its poller (``SnmpTarget.driver``); one result each, in order.
+
+    ``pollers``, when given, is filled with {switch: poller class} (for its ``rates``).
+    """
     from fleetctl.errors import FleetError
-    from fleetctl.plugins import load_driver
+    from fleetctl.plugins import drivers_for, sweep
     from fleetctl.targets import snmp_targets
 
     targets, unreachable = snmp_targets(switches)
-    snmp = load_driver("snmp", "pysnmp")
-    results = {r.target: r for r in (snmp.poll_many_sync(targets, what=what) if targets else [])}
+    if pollers is not None:
+        pollers.update({t.name: cls for cls, ts in drivers_for("snmp", targets).items() for t in ts})
+    results = {r.target: r for r in sweep("snmp", targets, what=what)}
     if unreachable and not results:
         first = next(iter(unreachable.items()))
         raise FleetError(f"{first[0]}: {first[1]}")
@@ -389,18 +394,17 @@ def poll(
 
     from fleetctl.cli.common import conn
     from fleetctl.cli.output import emit
-    from fleetctl.plugins import load_driver
     from fleetctl.workflows.network import expected_neighbours
 
     switches = _resolve_switches(targets)
     with conn() as c:
         cabled = {sw: set(ports) for sw, ports in expected_neighbours(c, {s.name for s in switches}).items()}
-    first = _poll(switches, what=("if", "sensors"))
+    pollers: dict = {}  # type: ignore[type-arg]
+    first = _poll(switches, what=("if", "sensors"), pollers=pollers)
     second = None
     if interval > 0:
         time.sleep(interval)
         second = {r.target: r for r in _poll(switches, what=("if", "sensors"))}
-    snmp = load_driver("snmp", "pysnmp")
     rows, problems = [], 0
     for r in first:
         cur = second.get(r.target, r) if second else r
@@ -408,7 +412,8 @@ def poll(
             rows.append({"switch": r.target, "ok": False, "error": cur.error})
             problems += 1
             continue
-        rates = snmp.rates(r, cur) if second and r.ok else None
+        # Rates between a switch's two polls come from the poller that polled it.
+        rates = pollers[r.target].rates(r, cur) if second and r.ok else None
         want_up = cabled.get(r.target, set())
         by_name = {i.name: i for i in cur.interfaces}
         down = sorted(p for p in want_up if p in by_name and not by_name[p].oper_up)

@@ -1,7 +1,8 @@
 """The core's view of hardware: typed results and one interface per capability.
 
-Drivers (``fleetctl_drivers``) implement these; the core (CLI, workflows,
-checks) only ever imports from here, never a vendor module.
+Drivers (``fleetctl_drivers`` and third parties' distributions, found through
+entry points: ``fleetctl.plugins``) implement these; the core (CLI, workflows,
+checks) only ever imports from here, never a driver module.
 """
 
 from fleetctl.interfaces.bmc import (  # noqa: F401
@@ -40,3 +41,4 @@ from fleetctl.interfaces.bmc import (  # noqa: F401
     TaskResult,
     Temperature,
 )
+from fleetctl.interfaces.sweep import BMCSweepResult, SweepProgress, SwitchSweepResult, TargetResult  # noqa: F401

@@ -11,21 +11,26 @@ Results are typed models (pydantic v2): drivers parse vendor JSON at the edge
 and the rest of fleetctl never digs in raw dicts.
 
 All capability methods are coroutines: a sweep over thousands of BMCs runs in
-one event loop.
+one event loop. A driver class (:class:`BMC`) provides the sweep itself
+(:meth:`BMC.sweep`) and, for a batch that opens BMCs one at a time, the
+connections they share (:meth:`BMC.fleet_session`).
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
 import datetime as dt
 import enum
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetctl.errors import DriverError
+from fleetctl.interfaces.sweep import BMCSweepResult, SweepProgress
 
 # --------------------------------------------------------------------------
 # Targets
@@ -67,6 +72,9 @@ class BMCTarget:
             under load; Dell iDRAC runs out of sessions, RAC0218).
         timeout: seconds for one HTTP request, connect included.
         retries: extra attempts on 5xx and dropped connections.
+        vendor_hint: a vendor profile to use when the BMC does not say.
+        driver: the name of the BMC driver (entry point in ``fleetctl.bmc``)
+            that talks to this BMC.
     """
 
     name: str
@@ -80,6 +88,7 @@ class BMCTarget:
     timeout: float = 30.0
     retries: int = 2
     vendor_hint: str | None = None
+    driver: str = "redfish"
 
     def secret(self) -> str:
         return reveal(self.password)
@@ -492,6 +501,12 @@ class BMC(abc.ABC):
     """A BMC driver: the capabilities composed, used as an async context manager.
 
     ``async with driver_cls(target) as bmc: await bmc.power.state()``
+
+    A driver class is constructed as ``driver_cls(target, *, fleet=None,
+    **options)``: ``fleet`` is what the entered :meth:`fleet_session` gave
+    (None: the driver opens what it needs for this BMC alone); ``options``
+    are the driver's own (for Redfish ``task_poll_interval``, ``backoff``,
+    ``accelerators_file``).
     """
 
     power: PowerInterface
@@ -512,6 +527,72 @@ class BMC(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Log out and release connections."""
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The certificate pin in use for this BMC (None: not pinned, or not TLS)."""
+        return None
+
+    @property
+    def fingerprint_first_seen(self) -> bool:
+        """True when ``fingerprint`` was pinned on first use by this connection
+        (for the caller to record in the inventory)."""
+        return False
+
+    @property
+    def vendor(self) -> str | None:
+        """The vendor profile the driver detected, when it knows one."""
+        return None
+
+    @classmethod
+    @abc.abstractmethod
+    async def sweep(
+        cls,
+        targets: Iterable[BMCTarget],
+        operation: Callable[[BMC], Awaitable[Any]],
+        *,
+        concurrency: int = 200,
+        progress: SweepProgress[BMCSweepResult] | None = None,
+        per_target_timeout: float | None = None,
+        fleet: Any = None,
+        **options: Any,
+    ) -> list[BMCSweepResult]:
+        """Run ``operation(bmc)`` on every target; one verdict each, in target order.
+
+        Each BMC is opened, handed to ``operation`` and closed. Nothing is
+        raised for one BMC's failure (timeout, refused login, TLS mismatch, a
+        bug in a parser): it is that BMC's :class:`BMCSweepResult`, and the
+        sweep goes on.
+
+        Args:
+            targets: the BMCs (all of them for this driver).
+            operation: an async function of an opened driver.
+            concurrency: BMCs worked on at once.
+            progress: called as ``progress(done, total, result)`` after each
+                BMC; awaited when it returns a coroutine.
+            per_target_timeout: an overall bound per BMC (open to close), seconds.
+            fleet: the entered value of :meth:`fleet_session` to share; None
+                opens one for this call.
+            options: passed to the driver's constructor.
+
+        Returns:
+            One result per target, in the order given.
+        """
+
+    @classmethod
+    def fleet_session(cls) -> AbstractAsyncContextManager[Any]:
+        """The connections the BMCs of one batch share, as an async context manager.
+
+        ``async with driver_cls.fleet_session() as fleet:`` then
+        ``driver_cls(target, fleet=fleet)`` or ``driver_cls.sweep(..., fleet=fleet)``
+        for as many BMCs as the batch has; leaving the block closes what was
+        shared. (``fleetctl.plugins.FleetSessions`` keeps one per driver for
+        a batch over several drivers.)
+
+        The default shares nothing and gives None; the Redfish driver gives
+        one HTTP connection pool.
+        """
+        return contextlib.nullcontext(None)
 
 
 CoroFn = Callable[[BMC], Awaitable[Any]]

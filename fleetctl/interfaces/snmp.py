@@ -3,8 +3,9 @@
 Typed models (pydantic v2) for one poll of one agent: the target, interface
 counters (IF-MIB ifTable + ifXTable), LLDP neighbours (LLDP-MIB), sensors
 (ENTITY-SENSOR-MIB) and sysUpTime; and the rates computed between two polls.
-The poller (``fleetctl_drivers.snmp``) fills them; the CLI and the health
-sweep read them and never see a varbind.
+A poller driver (:class:`Poller`, registered in the ``fleetctl.snmp``
+entry-point group; the bundled one is ``pysnmp``) fills them; the CLI and the
+health sweep read them and never see a varbind.
 
 Failures are data: a :class:`PollResult` with ``error`` set (and
 ``error_kind``) stands for an agent that timed out or refused us, so a poll of
@@ -13,18 +14,25 @@ Failures are data: a :class:`PollResult` with ``error`` set (and
 
 from __future__ import annotations
 
+import abc
 import datetime as dt
 import enum
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleetctl.interfaces.bmc import Revealable, reveal
+from fleetctl.interfaces.sweep import SweepProgress
 
 SnmpVersion = Literal["2c", "3"]
 AuthProtocol = Literal["MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512"]
 PrivProtocol = Literal["DES", "3DES", "AES", "AES192", "AES256"]
 ErrorKind = Literal["timeout", "auth", "unreachable", "protocol", "config"]
+
+#: What a poll reads by default: IF-MIB, LLDP-MIB, ENTITY-SENSOR-MIB.
+#: ``counters`` (the IF-MIB columns a traffic/error poll needs) is a subset of ``if``.
+POLL_PARTS: tuple[str, ...] = ("if", "lldp", "sensors")
 
 
 class _Model(BaseModel):
@@ -54,6 +62,8 @@ class SnmpTarget(_Model):
         bulk_varbinds: varbinds asked for in one GETBULK across all columns
             walked at once (agents cap a response; 64 is snmpsim's and a
             common switch limit).
+        driver: the name of the poller (entry point in ``fleetctl.snmp``)
+            that polls this agent.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
@@ -72,6 +82,7 @@ class SnmpTarget(_Model):
     timeout: float = Field(2.0, gt=0)
     retries: int = Field(1, ge=0)
     bulk_varbinds: int = Field(64, ge=1, le=2000)
+    driver: str = "pysnmp"
 
     @field_validator("community", "auth_key", "priv_key")
     @classmethod
@@ -311,3 +322,92 @@ class Rates(_Model):
             if i.index == index:
                 return i
         return None
+
+
+# --------------------------------------------------------------------------
+# The poller
+# --------------------------------------------------------------------------
+
+PreviousPolls = Mapping[str, PollResult] | Iterable[PollResult]
+
+
+class Poller(abc.ABC):
+    """An SNMP poller driver: many agents at once, results as data.
+
+    An instance holds what repeated polls reuse (sockets, SNMPv3 engine
+    discovery); use it as an async context manager or call :meth:`close`.
+    The class's :meth:`sweep` is the one-shot form the core uses (through
+    ``fleetctl.plugins.sweep("snmp", targets, what=...)``).
+
+    No method raises for an agent's failure: a timeout, refused credentials
+    or an answer that cannot be decoded is a :class:`PollResult` with
+    ``error`` and ``error_kind`` set.
+    """
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release sockets and engines."""
+
+    @abc.abstractmethod
+    async def poll(
+        self,
+        target: SnmpTarget,
+        *,
+        what: Iterable[str] = POLL_PARTS,
+        previous: PollResult | None = None,
+    ) -> PollResult:
+        """Poll one agent.
+
+        Args:
+            target: the agent.
+            what: parts to read: ``if`` (IF-MIB), ``counters`` (the IF-MIB
+                columns a traffic/error poll needs), ``lldp`` (LLDP-MIB),
+                ``sensors`` (ENTITY-SENSOR-MIB). sysUpTime and sysName are
+                always read. An unknown part is a ``config`` error in the result.
+            previous: this agent's previous poll, to set ``rebooted_since_last``.
+        """
+
+    @abc.abstractmethod
+    async def poll_many(
+        self,
+        targets: Iterable[SnmpTarget],
+        *,
+        what: Iterable[str] = POLL_PARTS,
+        concurrency: int = 100,
+        previous: PreviousPolls | None = None,
+        progress: SweepProgress[PollResult] | None = None,
+    ) -> list[PollResult]:
+        """Poll every target, at most ``concurrency`` at once; one result each, in target order.
+
+        ``previous`` gives earlier results by target name (a mapping, or
+        results whose ``target`` names them); ``progress(done, total, result)``
+        is called after each agent.
+        """
+
+    @classmethod
+    @abc.abstractmethod
+    async def sweep(
+        cls,
+        targets: Iterable[SnmpTarget],
+        *,
+        what: Iterable[str] = POLL_PARTS,
+        concurrency: int = 100,
+        previous: PreviousPolls | None = None,
+        progress: SweepProgress[PollResult] | None = None,
+    ) -> list[PollResult]:
+        """:meth:`poll_many` with a poller of its own, closed at the end."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def rates(previous: PollResult, current: PollResult) -> Rates:
+        """Per-second rates of one agent between two of its polls (pure, wrap-safe).
+
+        A reboot between the polls, a failed poll or no time passed gives no
+        rates and says why (:class:`Rates`).
+        """

@@ -12,8 +12,9 @@ and the rest of fleetctl never digs in raw text. Vendor words (``connected``,
 module level; a word not in a table maps to ``UNKNOWN`` (or None), it never
 crashes.
 
-Switch capabilities are synchronous: netmiko is. Many switches are worked on
-at once with a thread pool (``fleetctl_drivers.switch.sweep.run_many``).
+Switch capabilities are synchronous: netmiko is. A driver class provides its
+own sweep (:meth:`Switch.sweep`); the netmiko driver's works on many switches
+at once in a thread pool.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import abc
 import enum
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleetctl.errors import SwitchError
 from fleetctl.interfaces.bmc import Revealable, reveal
+from fleetctl.interfaces.sweep import SweepProgress, SwitchSweepResult
 
 __all__ = [
     "ADMIN_OPER_BY_STATUS",
@@ -47,6 +49,7 @@ __all__ = [
     "Revealable",
     "Switch",
     "SwitchFacts",
+    "SwitchSweepResult",
     "SwitchTarget",
     "config_diff",
     "map_mode",
@@ -72,6 +75,8 @@ class SwitchTarget:
         username: login name.
         password: a ``fleetctl.secrets.Secret`` (anything with ``.reveal()``) or str.
         timeout: seconds for the login and for one command.
+        driver: the name of the switch driver (entry point in
+            ``fleetctl.switch``) that talks to this switch.
     """
 
     name: str
@@ -81,6 +86,7 @@ class SwitchTarget:
     username: str = ""
     password: Any = field(default=None, repr=False)
     timeout: float = 30.0
+    driver: str = "netmiko"
 
     def secret(self) -> str:
         return reveal(self.password)
@@ -431,6 +437,35 @@ class Switch(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Log out."""
+
+    @classmethod
+    @abc.abstractmethod
+    def sweep(
+        cls,
+        targets: Iterable[SwitchTarget],
+        operation: Callable[[Switch], Any],
+        *,
+        concurrency: int = 16,
+        progress: SweepProgress[SwitchSweepResult] | None = None,
+    ) -> list[SwitchSweepResult]:
+        """Run ``operation(switch)`` on every target; one verdict each, in target order.
+
+        Each switch is opened (logged in), handed to ``operation`` and closed.
+        Nothing is raised for one switch's failure (refused login, timeout, a
+        dropped session, a parser meeting new output): it is that switch's
+        :class:`SwitchSweepResult`, and the others go on. A target may be
+        given more than once (several sessions to one switch).
+
+        Args:
+            targets: the switches (all of them for this driver).
+            operation: a function of an opened driver.
+            concurrency: switches (sessions) worked on at once.
+            progress: called as ``progress(done, total, result)`` after each
+                switch, one call at a time.
+
+        Returns:
+            One result per target, in the order given.
+        """
 
     def get_facts(self) -> SwitchFacts:
         return self.facts.get()

@@ -8,7 +8,6 @@ to the inventory as they are learned.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -47,10 +46,12 @@ def run(
     from fleetctl.inventory.service import actor
     from fleetctl.models import Job, JobStep, Server
     from fleetctl.models.base import utcnow
-    from fleetctl.plugins import load_driver
+    from fleetctl.plugins import drivers_for, sweep
     from fleetctl.store import get_engine
     from fleetctl.targets import bmc_targets
 
+    targets, unreachable = bmc_targets(servers)
+    drivers_for("bmc", targets)  # a BMC driver that is not installed stops us before the journal
     engine = get_engine(url)
     job_t, step_t, srv_t = Job.__table__, JobStep.__table__, Server.__table__  # type: ignore[attr-defined]
     with engine.begin() as conn:
@@ -58,7 +59,6 @@ def run(
             insert(job_t).values(kind=kind, target=target_label, state="running", actor=actor(), args=args or {}, created_at=utcnow())
         ).inserted_primary_key[0]
 
-    targets, unreachable = bmc_targets(servers)
     ids = {s.name: s.id for s in servers}
     outcomes: dict[str, Outcome] = {n: Outcome(n, False, error=why) for n, why in unreachable.items()}
     done = len(outcomes)
@@ -67,7 +67,6 @@ def run(
         for n in outcomes:
             progress(done, total, n, False)
 
-    driver_cls = load_driver("bmc", "redfish")
     pinned: dict[str, str] = {}
 
     def on_result(n_done: int, n_total: int, result: Any) -> None:
@@ -76,7 +75,8 @@ def run(
         if progress:
             progress(done + n_done, total, result.target, result.ok)
 
-    results = asyncio.run(driver_cls.sweep(targets, operation, concurrency=concurrency, progress=on_result)) if targets else []
+    # Each server's BMC driver (``BMCTarget.driver``) sweeps its own servers; results come back in order.
+    results = sweep("bmc", targets, operation, concurrency=concurrency, progress=on_result)
     for r in results:
         outcomes[r.target] = Outcome(r.target, r.ok, r.value, r.error, r.elapsed)
 

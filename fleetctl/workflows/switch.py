@@ -31,23 +31,24 @@ def run(
     """
     from fleetctl.inventory.service import actor
     from fleetctl.models.base import utcnow
-    from fleetctl.plugins import load_driver
+    from fleetctl.plugins import drivers_for, sweep
     from fleetctl.store import get_engine
     from fleetctl.store import tables as T
     from fleetctl.targets import switch_targets
 
     from fleetctl.models import Job
 
+    targets, unreachable = switch_targets(switches)
+    drivers_for("switch", targets)  # a switch driver that is not installed stops us before the journal
     engine = get_engine(url)
     with engine.begin() as conn:
         # The model's table (not the light one) knows its primary key.
         job_id = conn.execute(
             insert(Job.__table__).values(kind=kind, target=target_label, state="running", actor=actor(), args=args or {}, created_at=utcnow())
         ).inserted_primary_key[0]
-    targets, unreachable = switch_targets(switches)
     outcomes: dict[str, Outcome] = {n: Outcome(n, False, error=why) for n, why in unreachable.items()}
-    driver_cls = load_driver("switch", "netmiko")
-    for r in driver_cls.sweep(targets, operation, concurrency=concurrency) if targets else []:
+    # Each switch's driver (``SwitchTarget.driver``) sweeps its own switches; results come back in order.
+    for r in sweep("switch", targets, operation, concurrency=concurrency):
         outcomes[r.target] = Outcome(r.target, r.ok, r.value, r.error, r.elapsed)
     now = utcnow()
     with engine.begin() as conn:

@@ -1,8 +1,14 @@
 """The Redfish BMC driver for fleetctl.
 
-    from fleetctl_drivers.redfish import RedfishDriver, run_many
+    from fleetctl_drivers.redfish import RedfishDriver
     async with RedfishDriver(target) as bmc:
         await bmc.power.state()
+    results = await RedfishDriver.sweep(targets, lambda bmc: bmc.power.state())
+
+The entry point (``redfish`` in ``fleetctl.bmc``) hands fleetctl the class;
+fleet-wide operations go through its ``sweep`` (:func:`.sweep.run_many`: one
+shared HTTP session, per-BMC bounds, results as data), so the core never
+imports this package by name.
 
 Transport on aiohttp (see :mod:`.client` for why, and why the DMTF ``redfish``
 library is kept as the benchmark baseline rather than used); vendor
@@ -29,8 +35,3 @@ __all__ = [
     "run_many",
     "run_many_sync",
 ]
-
-# The entry point hands fleetctl the driver class; fleet-wide operations go
-# through its ``sweep`` (one shared HTTP session, per-BMC bounds, results as
-# data), so the core never imports this package by name.
-RedfishDriver.sweep = staticmethod(run_many)  # type: ignore[attr-defined]

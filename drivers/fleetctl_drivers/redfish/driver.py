@@ -12,10 +12,12 @@ on first need.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from fleetctl.errors import DriverError
 from fleetctl.interfaces.bmc import BMC, BMCTarget
+from fleetctl.interfaces.sweep import BMCSweepResult, SweepProgress
 
 from .capabilities import (
     RedfishBios,
@@ -96,6 +98,39 @@ class RedfishDriver(BMC):
     async def close(self) -> None:
         self._opened = False
         await self.client.close()
+
+    # ------------------------------------------------------------------ fleet
+
+    @classmethod
+    async def sweep(
+        cls,
+        targets: Iterable[BMCTarget],
+        operation: Callable[[BMC], Awaitable[Any]],
+        *,
+        concurrency: int = 200,
+        progress: SweepProgress[BMCSweepResult] | None = None,
+        per_target_timeout: float | None = None,
+        fleet: FleetSession | None = None,
+        **options: Any,
+    ) -> list[BMCSweepResult]:
+        """See :meth:`BMC.sweep`; all BMCs share one :class:`FleetSession` (:func:`.sweep.run_many`)."""
+        from .sweep import run_many  # it imports this module
+
+        return await run_many(
+            targets,
+            operation,
+            concurrency=concurrency,
+            progress=progress,
+            per_target_timeout=per_target_timeout,
+            fleet=fleet,
+            driver_cls=cls,
+            **options,
+        )
+
+    @classmethod
+    def fleet_session(cls) -> FleetSession:
+        """One :class:`FleetSession` (one aiohttp connection pool) for a batch of BMCs."""
+        return FleetSession()
 
     @property
     def fingerprint(self) -> str | None:

@@ -16,29 +16,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from fleetctl.interfaces.bmc import BMCTarget
-from fleetctl.interfaces.sweep import TargetResult as SweepResult
+from fleetctl.interfaces.sweep import BMCSweepResult
 
 from .client import FleetSession
 from .driver import RedfishDriver
 
-
-@dataclass
-class TargetResult(SweepResult):
-    """The verdict for one BMC of a sweep (see :class:`fleetctl.interfaces.sweep.TargetResult`).
-
-    Attributes:
-        fingerprint: the certificate pinned on first use during this sweep, for
-            the caller to record in the inventory (None when nothing new).
-        vendor: the quirk profile detected, when known.
-    """
-
-    fingerprint: str | None = None
-    vendor: str | None = None
-
+# The verdict for one BMC (fingerprint pinned on first use, vendor detected)
+# is the interface's; the old name stays for callers that import it from here.
+TargetResult = BMCSweepResult
 
 ProgressFn = Callable[[int, int, TargetResult], Any]
 
@@ -51,6 +39,7 @@ async def run_many(
     progress: ProgressFn | None = None,
     per_target_timeout: float | None = None,
     fleet: FleetSession | None = None,
+    driver_cls: type[RedfishDriver] = RedfishDriver,
     **driver_kwargs: Any,
 ) -> list[TargetResult]:
     """Run ``operation(bmc)`` on every target; one :class:`TargetResult` each, in order.
@@ -62,7 +51,9 @@ async def run_many(
         progress: called as ``progress(done, total, result)`` after each BMC.
         per_target_timeout: an overall bound per BMC (login to logout), seconds.
         fleet: an open FleetSession to reuse; None opens one for this call.
-        driver_kwargs: passed to :class:`RedfishDriver`.
+        driver_cls: the driver class to open each BMC with (a subclass of
+            :class:`RedfishDriver`; ``RedfishDriver.sweep`` passes its own class).
+        driver_kwargs: passed to the driver's constructor.
     """
     targets = list(targets)
     total = len(targets)
@@ -77,7 +68,7 @@ async def run_many(
         nonlocal done
         async with gate:
             t0 = time.perf_counter()
-            driver = RedfishDriver(target, fleet=fleet, **driver_kwargs)
+            driver = driver_cls(target, fleet=fleet, **driver_kwargs)
             result = TargetResult(target=target.name, ok=False)
             try:
                 coro = _run_one(driver, operation)

@@ -49,10 +49,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from fleetctl.interfaces.snmp import PollResult, SnmpTarget
+from fleetctl.interfaces.snmp import Poller, PollResult, PreviousPolls, Rates, SnmpTarget
+from fleetctl.interfaces.sweep import SweepProgress
 
 from . import ber, parse, usm
 from .parse import Columns, Oid
+from .rates import rates as _rates
 from .rates import rebooted
 from .v2c import SnmpPollError, V2cClient, client_socket
 
@@ -77,8 +79,11 @@ _MAX_ROUNDS = 10_000  # GETBULKs per walk: a guard against agents that loop
 __all__ = ["SnmpPollError", "SnmpPoller", "poll_many", "poll_many_sync"]
 
 
-class SnmpPoller:
+class SnmpPoller(Poller):
     """Polls SNMP agents: v2c and v3 SHA/AES on the BER codec, the rest through pysnmp.
+
+    The :class:`fleetctl.interfaces.snmp.Poller` registered as ``pysnmp`` in
+    the ``fleetctl.snmp`` entry-point group.
 
     Reuse one poller for repeated polls (the rates case): SNMPv3 engine
     discovery is cached (in the client on the BER path, in pysnmp's engine
@@ -418,22 +423,55 @@ class SnmpPoller:
         *,
         what: Iterable[str] = parse.WHAT,
         concurrency: int = 100,
-        previous: Mapping[str, PollResult] | Iterable[PollResult] | None = None,
+        previous: PreviousPolls | None = None,
+        progress: SweepProgress[PollResult] | None = None,
     ) -> list[PollResult]:
-        """Poll every target, at most ``concurrency`` at once; results in target order."""
+        """Poll every target, at most ``concurrency`` at once; results in target order.
+
+        ``progress(done, total, result)`` is called after each agent.
+        """
         targets = list(targets)
         what = tuple(what)
         prev = _by_target(previous)
         gate = asyncio.Semaphore(max(1, concurrency))
+        total = len(targets)
+        done = 0
 
         async def one(t: SnmpTarget) -> PollResult:
+            nonlocal done
             async with gate:
-                return await self.poll(t, what=what, previous=prev.get(t.name))
+                result = await self.poll(t, what=what, previous=prev.get(t.name))
+            if progress is not None:
+                done += 1
+                progress(done, total, result)
+            return result
 
         return list(await asyncio.gather(*(one(t) for t in targets)))
 
+    @classmethod
+    async def sweep(
+        cls,
+        targets: Iterable[SnmpTarget],
+        *,
+        what: Iterable[str] = parse.WHAT,
+        concurrency: int = 100,
+        previous: PreviousPolls | None = None,
+        progress: SweepProgress[PollResult] | None = None,
+    ) -> list[PollResult]:
+        """:meth:`poll_many` with a poller of its own, closed at the end (see :func:`poll_many`)."""
+        poller = cls()
+        try:
+            return await poller.poll_many(targets, what=what, concurrency=concurrency, previous=previous, progress=progress)
+        finally:
+            poller.close()
 
-def _by_target(previous: Mapping[str, PollResult] | Iterable[PollResult] | None) -> dict[str, PollResult]:
+    @staticmethod
+    def rates(previous: PollResult, current: PollResult) -> Rates:
+        """See :func:`.rates.rates`."""
+        return _rates(previous, current)
+
+
+def _by_target(previous: PreviousPolls | None) -> dict[str, PollResult]:
     if previous is None:
         return {}
     if isinstance(previous, Mapping):

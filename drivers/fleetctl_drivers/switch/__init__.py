@@ -1,6 +1,8 @@
 """The switch driver: netmiko over SSH, platforms as data (``platforms/*.yaml``).
 
-Registered as ``netmiko`` in the ``fleetctl.switch`` entry-point group.
+Registered as ``netmiko`` in the ``fleetctl.switch`` entry-point group. As
+for BMCs, the registry hands out the class and fleet-wide work goes through
+its ``sweep`` (a bounded thread pool, results as data).
 """
 
 from .driver import NetmikoSwitch, SessionDropped
@@ -16,7 +18,3 @@ __all__ = [
     "platform_names",
     "run_many",
 ]
-
-# As for BMCs: the registry hands out the class; fleet-wide work goes through
-# its ``sweep`` (a bounded thread pool, results as data).
-NetmikoSwitch.sweep = staticmethod(run_many)  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, Self
 
 from fleetctl.errors import AuthError, FleetError, InputError, SwitchError, Timeout
@@ -37,6 +37,7 @@ from fleetctl.interfaces.switch import (
     config_diff,
     vlan_list_str,
 )
+from fleetctl.interfaces.sweep import SweepProgress, SwitchSweepResult
 
 from . import parse
 from .platform import Platform, ShowCommand, load_platform
@@ -153,6 +154,20 @@ class NetmikoSwitch(Switch):
                 conn.disconnect()
             except Exception:  # noqa: BLE001, S110 - the session may already be gone; nothing to save
                 pass
+
+    @classmethod
+    def sweep(
+        cls,
+        targets: Iterable[SwitchTarget],
+        operation: Callable[[Switch], Any],
+        *,
+        concurrency: int = 16,
+        progress: SweepProgress[SwitchSweepResult] | None = None,
+    ) -> list[SwitchSweepResult]:
+        """See :meth:`Switch.sweep`: a bounded thread pool, one SSH session per thread (:func:`.sweep.run_many`)."""
+        from .sweep import run_many  # it imports this module
+
+        return run_many(targets, operation, concurrency=concurrency, progress=progress, driver_factory=cls)
 
     def reconnect(self) -> None:
         """Drop the current session (if any) and open a new one."""

@@ -8,7 +8,7 @@ netmiko is synchronous, so switches are worked on in a thread pool bounded by
 ``concurrency``. A failure on one switch (refused login, timeout, a dropped
 session, a parser meeting new output) is recorded in its
 :class:`TargetResult`; the others go on. The shape mirrors the BMC sweep's
-(``fleetctl_drivers.redfish.sweep``).
+(``fleetctl_drivers.redfish.sweep``). ``NetmikoSwitch.sweep`` is this function.
 """
 
 from __future__ import annotations
@@ -17,27 +17,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-from fleetctl.interfaces.sweep import TargetResult as SweepResult
+from fleetctl.interfaces.sweep import SwitchSweepResult
 from fleetctl.interfaces.switch import SwitchTarget
 
 from .driver import NetmikoSwitch
 
-
-@dataclass
-class TargetResult(SweepResult):
-    """The verdict for one switch of a sweep (see :class:`fleetctl.interfaces.sweep.TargetResult`).
-
-    ``error_type`` is for example ``Timeout``, ``AuthError`` or ``SessionDropped``.
-
-    Attributes:
-        platform: the switch's platform name.
-    """
-
-    platform: str | None = None
-
+# The verdict for one switch is the interface's; the old name stays for
+# callers that import it from here.
+TargetResult = SwitchSweepResult
 
 ProgressFn = Callable[[int, int, TargetResult], Any]
 
