@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv bench clean services
+.PHONY: demo test lint venv bench clean services
 
 $(STAMP): pyproject.toml drivers/pyproject.toml lab/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,14 +18,24 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/python -m fleetctl.demo
 
-# The whole test suite. Services the tests need (PostgreSQL) are started by
-# scripts/services.sh where this machine can (root, packages present);
-# otherwise those tests skip and say why.
+# The whole test suite, then the lint. Services the tests need (PostgreSQL)
+# are started by scripts/services.sh where this machine can (root, packages
+# present); otherwise those tests skip and say why.
 test: $(STAMP)
 	-@bash scripts/services.sh start
 	$(PY) -m pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory lint
+
+# Linter and type checker (configured in pyproject.toml): both run, and any
+# finding of either fails.
+lint: $(STAMP)
+	@rc=0; \
+	echo "ruff check ."; $(VENV)/bin/ruff check . || rc=1; \
+	echo "mypy"; $(VENV)/bin/mypy || rc=1; \
+	exit $$rc
 
 bench: $(STAMP)
+	$(PY) bench/cli.py
 	$(PY) bench/inventory.py
 
 clean:
