@@ -43,9 +43,7 @@ def _entry_points(kind: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for ep in entry_points(group=group):
         if ep.name in found and found[ep.name].value != ep.value:
-            raise FleetError(
-                f"driver {ep.name!r} is registered twice in {group}: {found[ep.name].value} and {ep.value}"
-            )
+            raise FleetError(f"driver {ep.name!r} is registered twice in {group}: {found[ep.name].value} and {ep.value}")
         found[ep.name] = ep
     return dict(sorted(found.items()))
 
@@ -125,12 +123,10 @@ def sweep(kind: str, targets: Iterable[Any], *args: Any, progress: Any = None, *
     if any(_is_async(cls) for cls, _ in groups):
         return asyncio.run(_sweep_groups(targets, groups, args, progress, kwargs, None))
     if len(groups) == 1:
-        return groups[0][0].sweep(targets, *args, progress=progress, **kwargs)  # type: ignore[no-any-return]
+        return groups[0][0].sweep(targets, *args, progress=progress, **kwargs)
     report = _merged_progress(progress, len(targets))
     with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix=f"{kind}-sweep") as pool:
-        futures = [
-            pool.submit(cls.sweep, [targets[i] for i in idx], *args, progress=report, **kwargs) for cls, idx in groups
-        ]
+        futures = [pool.submit(cls.sweep, [targets[i] for i in idx], *args, progress=report, **kwargs) for cls, idx in groups]
         return _merge(targets, groups, [f.result() for f in futures])
 
 
@@ -172,7 +168,7 @@ async def _sweep_groups(
         mine = targets if len(groups) == 1 else [targets[i] for i in idx]
         extra = {"fleet": await fleets.session(cls)} if fleets is not None else {}
         if _is_async(cls):
-            return await cls.sweep(mine, *args, progress=report, **kwargs, **extra)  # type: ignore[no-any-return]
+            return await cls.sweep(mine, *args, progress=report, **kwargs, **extra)
         return await asyncio.to_thread(cls.sweep, mine, *args, progress=report, **kwargs, **extra)
 
     return _merge(targets, groups, await asyncio.gather(*(one(cls, idx) for cls, idx in groups)))

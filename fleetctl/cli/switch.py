@@ -355,7 +355,7 @@ def verify_cabling(
     _finish(outcomes, output, problems=problems, what="cabling findings")
 
 
-def _poll(switches: list, what: tuple[str, ...], pollers: dict | None = None) -> list:  # type: ignore[type-arg]
+def _poll(switches: list, what: tuple[str, ...], pollers: dict | None = None) -> list:
     """Poll the switches over SNMP, each with its poller (``SnmpTarget.driver``); one result each, in order.
 
     ``pollers``, when given, is filled with {switch: poller class} (for its ``rates``).
@@ -399,7 +399,7 @@ def poll(
     switches = _resolve_switches(targets)
     with conn() as c:
         cabled = {sw: set(ports) for sw, ports in expected_neighbours(c, {s.name for s in switches}).items()}
-    pollers: dict = {}  # type: ignore[type-arg]
+    pollers: dict = {}
     first = _poll(switches, what=("if", "sensors"), pollers=pollers)
     second = None
     if interval > 0:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any, Self
 
 from fleetctl.errors import AuthError, FleetError, InputError, SwitchError, Timeout
+from fleetctl.interfaces.sweep import SweepProgress, SwitchSweepResult
 from fleetctl.interfaces.switch import (
     FactsInterface,
     Interface,
@@ -37,7 +38,6 @@ from fleetctl.interfaces.switch import (
     config_diff,
     vlan_list_str,
 )
-from fleetctl.interfaces.sweep import SweepProgress, SwitchSweepResult
 
 from . import parse
 from .platform import Platform, ShowCommand, load_platform

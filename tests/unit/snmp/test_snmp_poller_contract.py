@@ -24,9 +24,9 @@ def test_entry_point_is_the_poller_class() -> None:
 
 def test_sweep_gives_a_result_per_target_in_order_with_progress() -> None:
     port = _dead_port()
-    targets = [
-        SnmpTarget(name=f"sw{i}", host="127.0.0.1", port=port, timeout=0.2, retries=0) for i in range(3)
-    ] + [SnmpTarget(name="bad", host="127.0.0.1", port=port, version="3")]  # no user: a config error
+    targets = [SnmpTarget(name=f"sw{i}", host="127.0.0.1", port=port, timeout=0.2, retries=0) for i in range(3)] + [
+        SnmpTarget(name="bad", host="127.0.0.1", port=port, version="3")
+    ]  # no user: a config error
     seen: list[tuple[int, int]] = []
     results = plugins.sweep("snmp", targets, what=("if",), progress=lambda d, n, r: seen.append((d, n)))
     assert [r.target for r in results] == ["sw0", "sw1", "sw2", "bad"]
