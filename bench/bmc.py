@@ -342,9 +342,10 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     raise_nofile()
 
-    from fleetctl.interfaces.bmc import BMCTarget
     from fleetctl_lab.bmc.spec import generate_specs
     from fleetctl_lab.daemon import lab_down, lab_up
+
+    from fleetctl.interfaces.bmc import BMCTarget
 
     print(
         f"bench/bmc.py: {args.bmcs} lab BMCs, HTTPS, {args.latency_ms:g} ms injected latency per request, "

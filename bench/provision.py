@@ -132,7 +132,8 @@ def main() -> None:
     per_server = fleet_cpu / n
     print()
     print(f"provision of {n} servers (install {a.install_time:.0f} s, firmware {a.firmware_time:.0f} s per component, "
-          f"power transition {a.power_transition:.0f} s, stagger {a.stagger:g} s), {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+          f"power transition {a.power_transition:.0f} s, stagger {a.stagger:g} s), "
+          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(f"  servers ready                   {ready}/{n}")
     print(f"  makespan                        {rack['makespan_s']:.1f} s  (process wall {rack_wall:.1f} s)")
     print(f"  slowest server's own time       {own:.1f} s  (steps minus waits for power slots, switch sessions, Ansible batches)")
@@ -149,7 +150,8 @@ def main() -> None:
     ok1 = rack["makespan_s"] <= target
     ok2 = per_server <= 0.5
     print(f"  target: makespan <= 1.25 x {own:.1f} + {stagger_total:.1f} = {target:.1f} s   "
-          f"{rack['makespan_s']:.1f} s ({rack['makespan_s'] / (own + stagger_total):.2f}x own+stagger)  {'met' if ok1 else 'MISSED'}")  # fmt: skip
+          f"{rack['makespan_s']:.1f} s ({rack['makespan_s'] / (own + stagger_total):.2f}x own+stagger)  "
+          f"{'met' if ok1 else 'MISSED'}")  # fmt: skip
     ok3 = rack["makespan_s"] <= target_solo
     print(f"  the same against one server alone: <= 1.25 x {solo_time:.1f} + {stagger_total:.1f} = {target_solo:.1f} s   "
           f"{'met' if ok3 else 'MISSED'}")  # fmt: skip

@@ -52,17 +52,17 @@ import time
 import uuid
 from pathlib import Path
 
+from fleetctl_drivers.snmp import SnmpPoller
+from fleetctl_drivers.snmp import parse as P
+
+from fleetctl.interfaces.snmp import SnmpTarget
+
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("snmp_agents", REPO / "tests" / "unit" / "snmp" / "snmp_agents.py")
 assert _spec and _spec.loader
 A = importlib.util.module_from_spec(_spec)
 sys.modules["snmp_agents"] = A
 _spec.loader.exec_module(A)
-
-from fleetctl_drivers.snmp import SnmpPoller
-from fleetctl_drivers.snmp import parse as P
-
-from fleetctl.interfaces.snmp import SnmpTarget
 
 
 def proc_cpu(pid: int) -> float:
@@ -87,7 +87,9 @@ async def run_fleetctl(targets: list[SnmpTarget], concurrency: int, v2c: str, v3
         return time.perf_counter() - t0, results, p.requests, p.stray
 
 
-async def run_loop(targets: list[SnmpTarget], agents: Agents, warmup: SnmpTarget | None = None) -> tuple[float, int, list[float], float, float]:
+async def run_loop(
+    targets: list[SnmpTarget], agents: Agents, warmup: SnmpTarget | None = None
+) -> tuple[float, int, list[float], float, float]:
     """The plain pysnmp way: one agent after the other, one bulk walk per column.
 
     ``warmup`` is polled first, untimed: pysnmp loads its MIB modules on the
@@ -281,7 +283,7 @@ class SnmpdAgents(Agents):
         # lo and the veth end make two; the rest are veth pairs inside the
         # namespace (kernels without the dummy module have veth everywhere)
         names = [f"Ethernet{i}" for i in range(1, args.ports - 1)]
-        for a, b in zip(names[0::2], names[1::2]):
+        for a, b in zip(names[0::2], names[1::2], strict=False):  # an odd one out is handled below
             batch += [
                 f"link add {a} type veth peer name {b}",
                 f"link set {a} up",
@@ -332,7 +334,8 @@ class SnmpdAgents(Agents):
             )
         self.pids = [p.pid for p in self.procs]
         print(
-            f"agents: {args.switches} UDP ports of {len(self.procs)} snmpd process(es) in namespace {self.ns}, {args.ports} interfaces; files in {self.tmp}",
+            f"agents: {args.switches} UDP ports of {len(self.procs)} snmpd process(es) in namespace {self.ns}, "
+            f"{args.ports} interfaces; files in {self.tmp}",
             flush=True,
         )
         self._wait_ready()
@@ -345,7 +348,7 @@ class SnmpdAgents(Agents):
         pending = self.targets(0.5)
         while pending:
             results = poll_many_sync(pending, what=())
-            pending = [t for t, r in zip(pending, results) if not r.ok]
+            pending = [t for t, r in zip(pending, results, strict=True) if not r.ok]
             if pending and (any(p.poll() is not None for p in self.procs) or time.monotonic() > deadline):
                 out = " | ".join(f.read_text(errors="replace")[-300:] for f in sorted(self.tmp.glob("snmpd*.out")))
                 raise RuntimeError(f"snmpd: {len(pending)} ports not answering ({results[0].error}); {out}")
@@ -453,7 +456,8 @@ def main() -> None:
                 f"sequential pysnmp loop, IF-MIB counters: {args.subset} switches in {loop_wall:.2f}s "
                 f"({loop_per_switch * 1000:.1f} ms/switch), client CPU {loop_cpu:.1f}s, agent CPU {loop_sim_cpu:.1f}s, "
                 f"{loop_vbs} varbinds; per switch min {min(loop_times) * 1000:.1f} / median "
-                f"{sorted(loop_times)[len(loop_times) // 2] * 1000:.1f} / max {max(loop_times) * 1000:.1f} ms (after an untimed warm-up switch)",
+                f"{sorted(loop_times)[len(loop_times) // 2] * 1000:.1f} / max {max(loop_times) * 1000:.1f} ms "
+                "(after an untimed warm-up switch)",
                 flush=True,
             )
 

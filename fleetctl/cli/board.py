@@ -177,7 +177,8 @@ def check(
     ]
     if output == Format.table:
         emit([{**r, "problems": "; ".join(r["problems"]) or ("none" if r["error"] is None else "")} for r in rows], output,
-             columns=["server", "ok", "expected", "found", "problems", "error"], styles={"ok": lambda v: "green" if v else "bold red"})  # fmt: skip
+             columns=["server", "ok", "expected", "found", "problems", "error"],
+             styles={"ok": lambda v: "green" if v else "bold red"})  # fmt: skip
         tally(outcomes, output, problems=sum(1 for r in rows if r["problems"]), what="with accelerator problems")
     else:
         emit(rows, output)

@@ -32,7 +32,8 @@ def show(targets: TargetsArg, output: OutputOpt = Format.table) -> None:
         return await bmc.boot.get()
 
     execute(resolve(targets), op, kind="boot.show", targets=targets, output=output,
-            describe=lambda b: {"device": str(b.device), "persistent": b.persistent, "mode": b.mode, "uefi_target": b.uefi_target})  # fmt: skip
+            describe=lambda b: {"device": str(b.device), "persistent": b.persistent, "mode": b.mode,
+                                "uefi_target": b.uefi_target})  # fmt: skip
 
 
 @app.command("set")

@@ -59,7 +59,9 @@ def list_(targets: TargetsArg, output: OutputOpt = Format.table) -> None:
 def update(
     targets: TargetsArg,
     image_base: Annotated[str, typer.Option("--image-base", help="URL the BMCs fetch firmware images from.")],
-    template: Annotated[str, typer.Option(help="Image URL: {base}, {id} (the BMC's component), {component} (the baseline's), {version}.")] = "{base}/{id}-{version}.bin",
+    template: Annotated[
+        str, typer.Option(help="Image URL: {base}, {id} (the BMC's component), {component} (the baseline's), {version}.")
+    ] = "{base}/{id}-{version}.bin",
     component: Annotated[list[str] | None, typer.Option("--component", help="Only this baseline component (repeatable).")] = None,
     canary: Annotated[int, typer.Option(help="Servers in the first wave.")] = 1,
     batch: Annotated[int, typer.Option(help="Servers in each wave after the canary.")] = 10,
@@ -100,15 +102,19 @@ def update(
         for o in outcomes:
             if not o.ok:
                 failed += 1
-                rows.append({"wave": n, "server": o.server, "component": None, "from": None, "to": None, "result": "failed", "message": o.error})
+                rows.append({"wave": n, "server": o.server, "component": None, "from": None, "to": None,
+                             "result": "failed", "message": o.error})  # fmt: skip
                 continue
             if not o.value:
-                rows.append({"wave": n, "server": o.server, "component": None, "from": None, "to": None, "result": "at baseline", "message": None})
+                rows.append({"wave": n, "server": o.server, "component": None, "from": None, "to": None,
+                             "result": "at baseline", "message": None})  # fmt: skip
             for u in o.value:
                 rows.append({"wave": n, "server": o.server, "component": u.id, "from": u.before, "to": u.baseline,
-                             "result": "would update" if dry_run else u.state, "message": u.image if dry_run else u.message})  # fmt: skip
+                             "result": "would update" if dry_run else u.state,
+                             "message": u.image if dry_run else u.message})  # fmt: skip
         halted = failed > 0 and not dry_run
     emit(rows, output, columns=["wave", "server", "component", "from", "to", "result", "message"],
-         styles={"result": lambda v: {"updated": "green", "at baseline": "green", "would update": "yellow"}.get(v, "bold red")})  # fmt: skip
+         styles={"result": lambda v: {"updated": "green", "at baseline": "green", "would update": "yellow"}.get(v, "bold red")},
+         )  # fmt: skip
     if failed:
         raise typer.Exit(1)

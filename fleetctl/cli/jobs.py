@@ -26,7 +26,8 @@ def list_(
     from fleetctl.store import tables as T
 
     j, s = T.job, T.job_step
-    steps = select(s.c.job_id, func.count().label("n"), func.sum(func.cast(s.c.state == "failed", Integer())).label("failed")).group_by(s.c.job_id).subquery()
+    failed = func.sum(func.cast(s.c.state == "failed", Integer())).label("failed")
+    steps = select(s.c.job_id, func.count().label("n"), failed).group_by(s.c.job_id).subquery()
     q = (
         select(j.c.id, j.c.kind, j.c.target, j.c.state, j.c.actor, j.c.created_at, j.c.finished_at, j.c.error,
                func.coalesce(steps.c.n, 0).label("servers"), func.coalesce(steps.c.failed, 0).label("failed"))  # fmt: skip

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -14,7 +15,7 @@ TargetsArg = Annotated[list[str], typer.Argument(help="Servers, racks, sites, se
 AllowOpt = Annotated[bool, typer.Option("--allow-in-service", help="Also act on servers that are in service.")]
 
 
-def _dry(servers: list, action: str) -> None:  # type: ignore[type-arg]
+def _dry(servers: list[Any], action: str) -> None:
     for s in servers:
         typer.echo(f"would {action} {s.name} (rack {s.rack}, state {s.state})")
     typer.echo(f"dry run: {len(servers)} server(s), nothing changed")
@@ -100,7 +101,8 @@ def on(
 
 
 def _disruptive(targets: list[str], *, verb: str, kind: str, allow_in_service: bool, dry_run: bool, output: Format,
-                op, describe, args: dict | None = None) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+                op: Callable[[Any], Awaitable[Any]], describe: Callable[[Any], dict[str, Any]],
+                args: dict[str, Any] | None = None) -> None:  # fmt: skip
     """Off, cycle, restart: refuse servers in service, honour --dry-run, run and summarise."""
     from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
 

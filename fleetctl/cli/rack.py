@@ -146,7 +146,9 @@ def remove(
     def mutate(doc) -> None:  # type: ignore[no-untyped-def]
         rack = edits.find_rack(doc, rack_name)
         if rack.servers or rack.switches:
-            raise InputError(f"rack {rack_name} still holds {len(rack.servers)} servers and {len(rack.switches)} switches; remove them first")
+            raise InputError(
+                f"rack {rack_name} still holds {len(rack.servers)} servers and {len(rack.switches)} switches; remove them first"
+            )
         edits.the_site(doc).racks.remove(rack)
 
     show_plan(edit_site(site_name, mutate, action="rack.remove", dry_run=dry_run, reason=reason), dry_run=dry_run)

@@ -222,6 +222,7 @@ def health(
 
     Exit code 1 when any server has a problem or could not be read.
     """
+    import contextlib
     import json as _json
 
     from sqlalchemy import select
@@ -243,10 +244,8 @@ def health(
                 .order_by(T.job_step.c.id)
             )
             for r in c.execute(q):
-                try:
+                with contextlib.suppress(ValueError):  # an output that is not JSON has no cursor
                     cursors[r.name] = _json.loads(r.output or "{}").get("log_cursor") or cursors.get(r.name)
-                except ValueError:
-                    pass
 
     async def op(bmc):  # type: ignore[no-untyped-def]
         report = await bmc.health.report()

@@ -47,7 +47,8 @@ def show(name: str, output: OutputOpt = Format.table) -> None:
         rows = [{"setting": k, "value": v} for k, v in prov.items()]
         rows += [{"setting": f"k8s.{k}", "value": v} for k, v in k8s.items()]
         emit(rows, output, title="Provisioning", columns=["setting", "value"])
-    emit(site["racks"], output, title="Racks", columns=["name", "row", "position", "height", "used_u", "servers", "switches", "peak_w", "power_budget"])
+    columns = ["name", "row", "position", "height", "used_u", "servers", "switches", "peak_w", "power_budget"]
+    emit(site["racks"], output, title="Racks", columns=columns)
 
 
 @app.command("add")

@@ -170,7 +170,7 @@ def ansible_inventory(url: str | None = None) -> dict[str, Any]:
         for g in hosts[name]["groups"]:
             groups[g].append(name)
     out: dict[str, Any] = {g: {"hosts": members} for g, members in sorted(groups.items())}
-    out["all"] = {"children": sorted(groups) + ["ungrouped"]}
+    out["all"] = {"children": [*sorted(groups), "ungrouped"]}
     out["_meta"] = {"hostvars": {n: h["vars"] for n, h in sorted(hosts.items())}}
     return out
 

@@ -38,10 +38,12 @@ from fleetctl.models import (
 )
 from fleetctl.models.base import utcnow
 
-T = {
-    m: m.__table__  # type: ignore[attr-defined]
-    for m in (AcceleratorBoard, BiosProfile, Event, FirmwareBaseline, HardwareModel, Link, Nic, Rack, RackUnit, Server, ServerTag, Site, Switch, SwitchPort)
-}
+# Any: the metaclass gives each table model its __table__, which mypy does not see.
+_MODELS: tuple[Any, ...] = (
+    AcceleratorBoard, BiosProfile, Event, FirmwareBaseline, HardwareModel, Link, Nic, Rack, RackUnit, Server, ServerTag, Site, Switch,
+    SwitchPort,
+)  # fmt: skip
+T = {m: m.__table__ for m in _MODELS}
 
 
 def _ids(conn: Connection, table: Any, *cols: str) -> dict[Any, int]:
@@ -100,7 +102,9 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
             "driver": m["driver"],
         }  # fmt: skip
         if c.action == "add":
-            model_id = conn.execute(insert(hm).values(**values)).inserted_primary_key[0]
+            key = conn.execute(insert(hm).values(**values)).inserted_primary_key
+            assert key is not None  # a single-row INSERT has one
+            model_id = key[0]
         else:
             conn.execute(update(hm).where(hm.c.name == c.key).values(**values))
             model_id = conn.execute(select(hm.c.id).where(hm.c.name == c.key)).scalar_one()
@@ -152,7 +156,7 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
     # swapped to fix a label, a MAC moving to another server) would collide
     # whichever row goes first: park them all before any row takes its new value.
     for c in changed_servers:
-        park = {}
+        park: dict[str, str | None] = {}
         if "serial" in c.fields:
             park["serial"] = f"~parked~{c.key}"
         if {"bmc", "system_id"} & set(c.fields):
@@ -304,7 +308,7 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
             for side in (before[kind].get(c.key), after[kind].get(c.key)):
                 if side and (c.action != "change" or {"site", "rack", "position", "model"} & set(c.fields)):
                     racks_touched.add((side["site"], side["rack"]))
-        for name, s in after[kind].items():
+        for s in after[kind].values():
             if s["model"] in height_models:
                 racks_touched.add((s["site"], s["rack"]))
     live = [k for k in racks_touched if k in after["rack"]]
@@ -355,8 +359,10 @@ def _rebuild_units(conn: Connection, rack_ids: list[int]) -> None:
         chunk = rack_ids[i : i + 5000]
         conn.execute(delete(ru).where(ru.c.rack_id.in_(chunk)))
         for r in conn.execute(select(srv.c.id, srv.c.rack_id, srv.c.position, srv.c.height).where(srv.c.rack_id.in_(chunk))):
-            rows += [{"rack_id": r.rack_id, "unit": u, "server_id": r.id, "switch_id": None} for u in range(r.position, r.position + r.height)]
+            units = range(r.position, r.position + r.height)
+            rows += [{"rack_id": r.rack_id, "unit": u, "server_id": r.id, "switch_id": None} for u in units]
         for r in conn.execute(select(sw.c.id, sw.c.rack_id, sw.c.position, sw.c.height).where(sw.c.rack_id.in_(chunk))):
-            rows += [{"rack_id": r.rack_id, "unit": u, "server_id": None, "switch_id": r.id} for u in range(r.position, r.position + r.height)]
+            units = range(r.position, r.position + r.height)
+            rows += [{"rack_id": r.rack_id, "unit": u, "server_id": None, "switch_id": r.id} for u in units]
     if rows:
         _chunked(conn, insert(ru), rows)

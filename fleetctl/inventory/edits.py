@@ -7,7 +7,7 @@ naming the option.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import select
 
@@ -79,7 +79,14 @@ def find_switch(doc: SiteFile, name: str) -> tuple[RackSpec, SwitchSpec]:
     raise NotFound(f"no switch named {name!r}")
 
 
-def parse_nic(text: str) -> dict[str, str | None]:
+class NicText(TypedDict):
+    """A NIC as `--nic` gives it: the fields of a NicSpec."""
+
+    name: str
+    mac: str | None
+
+
+def parse_nic(text: str) -> NicText:
     """``eth0=aa:bb:cc:dd:ee:ff`` or ``eth0``."""
     name, _, mac = text.partition("=")
     if not name:

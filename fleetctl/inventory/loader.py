@@ -143,6 +143,9 @@ def _build(text: str, source: Source) -> Any:
             container[key] = value
             frame[1].append(frame[3])
 
+    # Dispatched on the event's exact class (cheaper than isinstance in this
+    # loop), which mypy does not narrow on: the fields are read as Any.
+    ev: Any
     for ev in yaml.parse(text, Loader=_CParser):
         cls = type(ev)
         if cls is E.ScalarEvent:

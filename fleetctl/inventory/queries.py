@@ -110,8 +110,8 @@ def list_servers(
     if ids and len(ids) <= 20000:
         for r in conn.execute(select(tag_t).where(tag_t.c.server_id.in_(ids))):
             tags.setdefault(r.server_id, []).append(r.tag)
-    for r, i in zip(rows, ids, strict=True):
-        r["tags"] = sorted(tags.get(i, []))
+    for row, i in zip(rows, ids, strict=True):
+        row["tags"] = sorted(tags.get(i, []))
     rows.sort(key=lambda r: (natural_key(r["site"]), natural_key(r["rack"]), r["position"]))
     return rows
 
@@ -200,13 +200,13 @@ def rack_elevation(conn: Connection, ref: str) -> dict[str, Any]:
     ):
         devices.append({"kind": "server", "name": r.name, "position": r.position, "height": r.height,
                         "state": r.state, "model": r.model, "boards": r.board_kind, "peak_w": r.power_peak_w})  # fmt: skip
-    for r in conn.execute(
+    for w in conn.execute(
         select(sw_t.c.name, sw_t.c.position, sw_t.c.height, sw_t.c.role, hm_t.c.name.label("model"), hm_t.c.power_peak_w)
         .join(hm_t, hm_t.c.id == sw_t.c.model_id)
         .where(sw_t.c.rack_id == rack.id)
     ):
-        devices.append({"kind": "switch", "name": r.name, "position": r.position, "height": r.height,
-                        "state": r.role, "model": r.model, "boards": None, "peak_w": r.power_peak_w})  # fmt: skip
+        devices.append({"kind": "switch", "name": w.name, "position": w.position, "height": w.height,
+                        "state": w.role, "model": w.model, "boards": None, "peak_w": w.power_peak_w})  # fmt: skip
     devices.sort(key=lambda d: d["position"])
     return {
         "site": rack.site, "name": rack.name, "row": rack.row, "position": rack.position, "height": rack.height,
@@ -289,15 +289,15 @@ def switch_detail(conn: Connection, name: str) -> dict[str, Any]:
         links[r.port_id] = f"{r.server}/{r.nic}" if r.server else f"{r.peer}:{r.peer_port}"
         vl[r.port_id] = (r.vlans, r.mode)
     # ... and where it is the far end of a switch-to-switch cable.
-    for r in conn.execute(
+    for far in conn.execute(
         select(link_t.c.peer_port_id, link_t.c.vlans, link_t.c.mode, far_sw.c.name, far_port.c.name.label("port"))
         .join(port_t, port_t.c.id == link_t.c.peer_port_id)
         .join(far_port, far_port.c.id == link_t.c.port_id)
         .join(far_sw, far_sw.c.id == far_port.c.switch_id)
         .where(port_t.c.switch_id == sid)
     ):
-        links[r.peer_port_id] = f"{r.name}:{r.port}"
-        vl[r.peer_port_id] = (r.vlans, r.mode)
+        links[far.peer_port_id] = f"{far.name}:{far.port}"
+        vl[far.peer_port_id] = (far.vlans, far.mode)
     for p in conn.execute(select(port_t).where(port_t.c.switch_id == sid)):
         vlans, mode = vl.get(p.id, (None, None))
         ports.append({"port": p.name, "cabled_to": links.get(p.id), "vlans": vlans, "mode": mode})

@@ -17,11 +17,11 @@ from fleetctl.inventory.schema import SiteFile
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class _FlowList(list):  # type: ignore[type-arg]
+class _FlowList(list[Any]):
     pass
 
 
-class _FlowDict(dict):  # type: ignore[type-arg]
+class _FlowDict(dict[Any, Any]):
     pass
 
 

@@ -190,8 +190,8 @@ class ServerSpec(Strict):
     def _cred(cls, v: str | None) -> str | None:
         if v is None:
             return None
-        from fleetctl.secrets import validate_ref
         from fleetctl.errors import SecretError
+        from fleetctl.secrets import validate_ref
 
         try:
             return validate_ref(v)

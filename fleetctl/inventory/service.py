@@ -26,7 +26,7 @@ def actor() -> str:
         return explicit
     try:
         user = getpass.getuser()
-    except Exception:
+    except (KeyError, OSError):  # no login variable and no passwd entry (KeyError before 3.13, OSError since)
         user = f"uid{os.getuid()}"
     return f"{user}@{socket.gethostname()}"
 
@@ -38,10 +38,10 @@ def _integrity(e: Exception) -> InventoryError:
 
 def import_path(path: Path, *, dry_run: bool = False, reason: str | None = None, url: str | None = None) -> Plan:
     """Import a site file or a folder of them, all or nothing."""
+    import gc
+
     from fleetctl.inventory.loader import load_path
     from fleetctl.inventory.validate import parse_source
-
-    import gc
 
     # Parsing builds a million small containers and frees none: the cyclic
     # collector would walk them again and again for nothing (a third of the

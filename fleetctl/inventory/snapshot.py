@@ -35,8 +35,8 @@ from fleetctl.inventory.schema import (
     SwitchSpec,
 )
 from fleetctl.models import (
-    BiosProfile,
     AcceleratorBoard,
+    BiosProfile,
     FirmwareBaseline,
     HardwareModel,
     Link,
@@ -48,6 +48,7 @@ from fleetctl.models import (
     Switch,
     SwitchPort,
 )
+
 
 def _t(model: Any) -> Any:
     return model.__table__

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from fleetctl.errors import InputError
 from fleetctl.inventory.loader import Loc, Source
-from fleetctl.inventory.schema import CableSpec, ModelSpec, RackSpec, SiteFile, SiteSpec, expand_ports
+from fleetctl.inventory.schema import CableSpec, ModelSpec, RackSpec, ServerSpec, SiteFile, SiteSpec, expand_ports
 
 
 def dotted(loc: Loc) -> str:
@@ -154,13 +154,13 @@ def parse_source(source: Source) -> SiteFile:
                 try:
                     site.racks.append(RackSpec.model_validate(racks_raw[ri]))
                 except ValidationError as e:
-                    raise _schema_error(e, source, prefix + ("racks", ri)) from None
+                    raise _schema_error(e, source, (*prefix, "racks", ri)) from None
                 racks_raw[ri] = None
             for ci in range(len(cables_raw)):
                 try:
                     site.cabling.append(CableSpec.model_validate(cables_raw[ci]))
                 except ValidationError as e:
-                    raise _schema_error(e, source, prefix + ("cabling", ci)) from None
+                    raise _schema_error(e, source, (*prefix, "cabling", ci)) from None
                 cables_raw[ci] = None
             shell.sites.append(site)
         source.release()
@@ -184,19 +184,19 @@ def _regular(data: Any) -> bool:
 def _register_site(o: dict[int, Origin], site: SiteSpec, source: Source | None, loc: Loc) -> None:
     o[id(site)] = Origin(source, loc, site.name)
     for ri, rack in enumerate(site.racks):
-        rl = loc + ("racks", ri)
+        rl = (*loc, "racks", ri)
         o[id(rack)] = Origin(source, rl, site.name)
         for si, server in enumerate(rack.servers):
-            sl = rl + ("servers", si)
+            sl = (*rl, "servers", si)
             o[id(server)] = Origin(source, sl, site.name)
             for bi, board in enumerate(server.boards):
-                o[id(board)] = Origin(source, sl + ("boards", bi), site.name)
+                o[id(board)] = Origin(source, (*sl, "boards", bi), site.name)
             for ni, nic in enumerate(server.nics):
-                o[id(nic)] = Origin(source, sl + ("nics", ni), site.name)
+                o[id(nic)] = Origin(source, (*sl, "nics", ni), site.name)
         for wi, switch in enumerate(rack.switches):
-            o[id(switch)] = Origin(source, rl + ("switches", wi), site.name)
+            o[id(switch)] = Origin(source, (*rl, "switches", wi), site.name)
     for ci, cable in enumerate(site.cabling):
-        o[id(cable)] = Origin(source, loc + ("cabling", ci), site.name)
+        o[id(cable)] = Origin(source, (*loc, "cabling", ci), site.name)
 
 
 def merge(current: SiteFile, sources: list[Source], files: list[SiteFile]) -> Desired:
@@ -256,18 +256,18 @@ def check(desired: Desired) -> list[str]:
     models = desired.models
     unique: dict[str, dict[Any, str]] = {k: {} for k in ("device", "serial", "mac", "bmc", "address", "board")}
 
-    def claim(kind: str, value: Any, what: str, where: tuple[str, str], label: str) -> None:
+    def claim(kind: str, value: Any, what: str, where: tuple[Any, Any], label: str) -> None:  # where: as Problems.add
         table = unique[kind]
         if value in table:
             problems.add(where, f"{label} {value!r} is already used by {table[value]}")
         else:
             table[value] = what
 
-    for name, model in desired.models.items():
-        if model.bios_profile and model.bios_profile not in desired.bios_profiles:
-            where = desired.fixed.get(id(model))
+    for name, spec in desired.models.items():
+        if spec.bios_profile and spec.bios_profile not in desired.bios_profiles:
+            where = desired.fixed.get(id(spec))
             problems.add(where.at("bios_profile") if where else ("inventory", "bios_profile"),
-                         f"model {name!r} names BIOS profile {model.bios_profile!r}, which is not defined (bios_profiles:)")  # fmt: skip
+                         f"model {name!r} names BIOS profile {spec.bios_profile!r}, which is not defined (bios_profiles:)")  # fmt: skip
     # Sites kept from the store first: when a file clashes with them, the
     # problem is blamed on the file's line, which is what the operator edits.
     ordered = sorted(desired.sites.values(), key=lambda s: s.name in desired.touched_sites)
@@ -305,7 +305,7 @@ def check(desired: Desired) -> list[str]:
                             problems.add(o.at("position"), f"{dev.name} overlaps {units[u]} at U{u} in rack {rack.name}")
                             break
                         units[u] = dev.name
-                    if kind == "server":
+                    if isinstance(dev, ServerSpec):  # kind == "server"
                         if model.power:
                             peak += model.power.peak
                         _check_server(dev, model, o, desired, claim, problems, warnings)

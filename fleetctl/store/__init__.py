@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from fleetctl.errors import StoreError
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
+    from sqlalchemy.engine import Connection, Engine
     from sqlmodel import Session
 
 # The newest migration; `ensure_schema` compares it with alembic_version with
@@ -89,7 +89,7 @@ def redact_url(url: str) -> str:
 
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever the URL, a message about it must not fail
         return "<unparseable database URL>"
 
 
@@ -154,7 +154,7 @@ def reset_engines() -> None:
 
 
 @contextmanager
-def immediate(engine: Any) -> Iterator:  # type: ignore[type-arg]
+def immediate(engine: Any) -> Iterator[Connection]:
     """A short write transaction on one row or a few (journal, state, locks).
 
     On SQLite it starts with BEGIN IMMEDIATE: a deferred transaction that
@@ -171,7 +171,7 @@ def immediate(engine: Any) -> Iterator:  # type: ignore[type-arg]
 
 
 @contextmanager
-def write_transaction(url: str | None = None) -> Iterator:  # type: ignore[type-arg]
+def write_transaction(url: str | None = None) -> Iterator[Connection]:
     """A connection in a transaction that will write the inventory.
 
     On SQLite it starts with BEGIN IMMEDIATE, so that two writers queue on the

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from alembic import context
+from sqlmodel import SQLModel
 
 import fleetctl.models  # noqa: F401  (registers the tables)
-from sqlmodel import SQLModel
 
 target_metadata = SQLModel.metadata
 connection = context.config.attributes.get("connection")

@@ -5,9 +5,9 @@ Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 """
 
-from alembic import op
 import sqlalchemy as sa
-import sqlmodel
+import sqlmodel.sql.sqltypes
+from alembic import op
 ${imports if imports else ""}
 
 revision = ${repr(up_revision)}

@@ -85,8 +85,8 @@ def test_the_read_path_defaults_match_the_schema():
     from fleetctl.workflows.firmware import DEFAULT_TEMPLATE
 
     fields = ProvisioningSpec.model_fields
-    assert PROVISIONING_KEYS == tuple(fields)
-    assert PROVISIONING_DEFAULTS == {n: f.get_default() for n, f in fields.items() if not f.is_required()}
+    assert tuple(fields) == PROVISIONING_KEYS
+    assert {n: f.get_default() for n, f in fields.items() if not f.is_required()} == PROVISIONING_DEFAULTS
     assert PROVISIONING_DEFAULTS["firmware_template"] == DEFAULT_TEMPLATE
 
 

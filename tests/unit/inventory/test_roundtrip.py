@@ -91,8 +91,9 @@ def test_the_example_site_file_is_what_sitegen_writes():
     """inventory/site-tyo1.yaml is generated: `python -m fleetctl_lab.sitegen example > inventory/site-tyo1.yaml`."""
     from pathlib import Path
 
-    from fleetctl.inventory.render import dump_yaml
     from fleetctl_lab.sitegen import example
+
+    from fleetctl.inventory.render import dump_yaml
 
     path = Path(__file__).resolve().parents[3] / "inventory" / "site-tyo1.yaml"
     assert path.read_text() == dump_yaml(example()), "stale: python -m fleetctl_lab.sitegen example > inventory/site-tyo1.yaml"

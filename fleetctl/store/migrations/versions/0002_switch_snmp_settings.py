@@ -5,10 +5,9 @@ Revises: 0001
 Create Date: 2026-11-29 16:06:05.631151
 """
 
-from alembic import op
 import sqlalchemy as sa
-import sqlmodel
-
+import sqlmodel.sql.sqltypes
+from alembic import op
 
 revision = '0002'
 down_revision = '0001'

@@ -5,10 +5,9 @@ Revises: 0002
 Create Date: 2026-11-29 16:52:17.830388
 """
 
-from alembic import op
 import sqlalchemy as sa
-import sqlmodel
-
+import sqlmodel.sql.sqltypes
+from alembic import op
 
 revision = '0003'
 down_revision = '0002'
