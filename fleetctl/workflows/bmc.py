@@ -8,14 +8,12 @@ to the inventory as they are learned.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import insert, update
-
 from fleetctl.targets import ServerRef
+from fleetctl.workflows.journal import JobState, Journal, StepResult, summary
 
 
 @dataclass
@@ -44,20 +42,13 @@ def run(
 ) -> list[Outcome]:
     """Run ``operation(bmc)`` on each server's BMC; one Outcome per server, in order."""
     from fleetctl.inventory.service import actor
-    from fleetctl.models import Job, JobStep, Server
-    from fleetctl.models.base import utcnow
     from fleetctl.plugins import drivers_for, sweep
     from fleetctl.store import get_engine
     from fleetctl.targets import bmc_targets
 
     targets, unreachable = bmc_targets(servers)
     drivers_for("bmc", targets)  # a BMC driver that is not installed stops us before the journal
-    engine = get_engine(url)
-    job_t, step_t, srv_t = Job.__table__, JobStep.__table__, Server.__table__  # type: ignore[attr-defined]
-    with engine.begin() as conn:
-        job_id = conn.execute(
-            insert(job_t).values(kind=kind, target=target_label, state="running", actor=actor(), args=args or {}, created_at=utcnow())
-        ).inserted_primary_key[0]
+    journal = Journal.open(get_engine(url), kind=kind, target=target_label, args=args or {}, actor=actor())
 
     ids = {s.name: s.id for s in servers}
     outcomes: dict[str, Outcome] = {n: Outcome(n, False, error=why) for n, why in unreachable.items()}
@@ -80,41 +71,11 @@ def run(
     for r in results:
         outcomes[r.target] = Outcome(r.target, r.ok, r.value, r.error, r.elapsed)
 
-    from datetime import timedelta
-
-    now = utcnow()
-    with engine.begin() as conn:
-        steps = [
-            {
-                "job_id": job_id, "server_id": ids[o.server], "name": kind, "state": "succeeded" if o.ok else "failed",
-                "started_at": now - timedelta(seconds=o.elapsed), "finished_at": now, "error": o.error,
-                "output": _summary(o.value) if o.ok else None,
-            }  # fmt: skip
-            for o in outcomes.values()
-        ]
-        if steps:
-            conn.execute(insert(step_t), steps)
-        for name, fp in pinned.items():
-            # Trust on first use: record only where nothing was pinned yet.
-            conn.execute(
-                update(srv_t).where(srv_t.c.name == name, srv_t.c.bmc_fingerprint.is_(None)).values(bmc_fingerprint=fp)
-            )
-        failed = sum(1 for o in outcomes.values() if not o.ok)
-        conn.execute(
-            update(job_t).where(job_t.c.id == job_id).values(
-                state="failed" if failed else "succeeded", finished_at=utcnow(),
-                error=f"{failed} of {total} failed" if failed else None,
-            )  # fmt: skip
-        )
+    # One step row per server, the certificates pinned on first use (trust on first use: only where
+    # nothing was pinned yet) and the job finished, in one transaction.
+    failed = sum(1 for o in outcomes.values() if not o.ok)
+    journal.record(
+        [StepResult(ids[o.server], o.ok, o.elapsed, output=summary(o.value) if o.ok else None, error=o.error) for o in outcomes.values()],
+        pins=pinned, state=JobState.FAILED if failed else JobState.SUCCEEDED, error=f"{failed} of {total} failed" if failed else None,
+    )  # fmt: skip
     return [outcomes[s.name] for s in servers]
-
-
-def _summary(value: Any) -> str | None:
-    if value is None:
-        return None
-    try:
-        if hasattr(value, "model_dump"):
-            return json.dumps(value.model_dump(mode="json"), sort_keys=True)[:20000]
-        return json.dumps(value, default=str, sort_keys=True)[:20000]
-    except (TypeError, ValueError):
-        return str(value)[:20000]
