@@ -23,6 +23,22 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "inventory"
 SHARED = Path(os.environ.get("FLEETCTL_SHARED", REPO.parent / "shared"))
 
+# The example site's management network (switches at 10.201.x.x; its BMCs
+# have names under .example, which never resolve). No test may send it a
+# packet: a command run on the example fleet instead of a lab's database
+# must fail here, loudly, instead of reaching for a private address.
+_GUARDED_NET = "10.201."
+
+
+def _no_packets_to_the_example_fleet(event: str, args: tuple) -> None:  # type: ignore[type-arg]
+    if event in ("socket.connect", "socket.sendto") and args:
+        address = args[-1]
+        if isinstance(address, tuple) and address and str(address[0]).startswith(_GUARDED_NET):
+            raise PermissionError(f"test guard: a packet to the example site's address {address[0]} (use the lab's database)")
+
+
+sys.addaudithook(_no_packets_to_the_example_fleet)
+
 PG_ADMIN_DEFAULT = "postgresql+psycopg://root@/postgres?host=/var/run/postgresql"
 _pg_state: dict[str, object] = {}
 
@@ -142,6 +158,7 @@ def run_cli(*args: str) -> Result:
 @pytest.fixture
 def cli():  # type: ignore[no-untyped-def]
     return run_cli
+
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ app = typer.Typer(no_args_is_help=True, help="The lab: a simulated datacenter (B
 
 @app.command("up")
 def up(
-    site: Annotated[str | None, typer.Option("--site", help="Import this site file or folder first.")] = None,
+    site: Annotated[str | None, typer.Option("--site", help="Serve this site file or folder (default: the fleet of the selected database).")] = None,
     server: Annotated[list[str] | None, typer.Option("--server", help="Only these servers (repeatable).")] = None,
     http: Annotated[bool, typer.Option("--http", help="Plain HTTP instead of HTTPS (benchmarks).")] = False,
     power_transition: Annotated[float, typer.Option(help="Seconds a power transition takes.")] = 2.0,
@@ -22,31 +22,48 @@ def up(
     install_time: Annotated[float, typer.Option(help="Seconds an OS install takes after a PXE or virtual-media boot.")] = 30.0,
     os_boot_time: Annotated[float, typer.Option(help="Seconds an installed OS takes to boot from disk.")] = 1.0,
     hosts: Annotated[bool, typer.Option("--hosts/--no-hosts", help="Serve the host behind each BMC over SSH (not with --generate).")] = True,
-    generate: Annotated[int | None, typer.Option("--generate", help="Instead: N generated BMCs, not in the inventory (benchmarks, scale tests).")] = None,
+    generate: Annotated[int | None, typer.Option("--generate", help="Instead: N generated servers (benchmarks, scale tests).")] = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Start one simulated BMC and host for every server in the inventory (and its switches), or N generated BMCs."""
+    """Start a lab: a simulated BMC and host per server of a site (or of your fleet), and its switches.
+
+    The lab is a fleet of its own: what it serves is written into the lab's
+    database, and the last line printed is `export FLEETCTL_DB=...`, which
+    points the CLI at it. Your fleet's database is only read.
+    """
+    import shlex
     from pathlib import Path
 
     from fleetctl.cli.output import emit_one
+    from fleetctl.errors import InputError
     from fleetctl_lab import inventory as lab
 
-    if site:
-        from fleetctl.inventory.service import import_path
-
-        import_path(Path(site))
+    for name, value in (("--power-transition", power_transition), ("--firmware-time", firmware_time),
+                        ("--install-time", install_time), ("--os-boot-time", os_boot_time)):  # fmt: skip
+        if not value >= 0 or value == float("inf"):
+            raise InputError(f"{name} must be a number of seconds >= 0, not {value}", field=name)
+    if site and not Path(site).exists():
+        raise InputError(f"{site}: no such file or folder", field="--site")
     config = {"power_transition_s": power_transition, "firmware_update_s": firmware_time,
               "install_s": install_time, "os_boot_s": os_boot_time}  # fmt: skip
     if not generate:
         config["hosts"] = hosts
-    st = lab.up_generated(generate, tls=not http, config=config) if generate else lab.up(
-        names=set(server) if server else None, tls=not http, config=config
-    )
-    summary = {"running": st["running"], "bmcs": st.get("count"), "hosts": len(st.get("hosts", {})),
+    if generate is not None:
+        if site or server:
+            raise InputError("--generate makes its own servers: give it without --site or --server", field="--generate")
+        st = lab.up_generated(generate, tls=not http, config=config)
+    else:
+        st = lab.up(site=Path(site) if site else None, names=set(server) if server else None, tls=not http, config=config)
+    export = f"export FLEETCTL_DB={shlex.quote(st['db'])}"
+    summary = {"running": st["running"], "bmcs": st.get("count"), "switches": len(st.get("switches", {})),
+               "hosts": len(st.get("hosts", {})), "serves": st.get("source"), "db": st["db"],
                "control_url": st.get("control_url"), "state_dir": st.get("state_dir"), "pid": st.get("pid")}  # fmt: skip
+    if output != Format.table:
+        summary["export"] = export
     emit_one(summary, output)
     if output == Format.table:
-        typer.echo("commands on these servers now reach their lab BMCs; `fleetctl lab down` stops them")
+        typer.echo("the lab is a fleet of its own; point the CLI at its database (`fleetctl lab down` stops it):")
+        typer.echo(export)
 
 
 @app.command("down")
@@ -66,6 +83,7 @@ def status(output: OutputOpt = Format.table) -> None:
 
     st = lab.status()
     summary = {k: st.get(k) for k in ("running", "responding", "count", "control_url", "switch_control_url", "state_dir", "pid")}
+    summary["db"] = str(lab.lab_db())
     summary["switches"] = len(st.get("switches", {}))
     phases = _host_phases(st) if st.get("running") and st.get("hosts") else {}
     if output != Format.table:
@@ -122,7 +140,7 @@ def fault(
 
     st = lab.status()
     if not st.get("running"):
-        raise FleetError("no lab is running; fleetctl lab up first")
+        raise FleetError(f"no lab is running from {lab.lab_dir()}; fleetctl lab up first")
     faults: dict[str, object] | None = None
     if not clear:
         if not set_:

@@ -1,13 +1,24 @@
-"""The lab seen from the inventory: specs for every server, and the overlay.
+"""A lab is a fleet of its own: the inventory it serves, in a database of its own.
 
-`fleetctl lab up` starts one simulated BMC per server of the inventory. The
-inventory keeps the real BMC addresses (10.x in the example site); while a
-lab runs, :func:`overlay` tells the target resolver to reach each server's
-BMC at its lab address instead, logging in with the lab's own credential
-(a random password in a mode-0600 file of the lab's state folder). Nothing in
-the inventory is rewritten, so `lab down` leaves it as it was.
-:func:`host_overlay` does the same for the host behind each BMC (its SSH
-address, login and the playbooks' sandbox variables; ``fleetctl_lab.hosts``).
+`fleetctl lab up` starts one simulated BMC (and host) per server of a source
+inventory (a site file or folder, or the fleet of the selected database) and
+the EOS and SONiC switches cabled to them, then writes the inventory it
+serves into the lab's own database, ``<lab folder>/fleet.db``: the lab's
+addresses, the lab's credential reference (a random password in a mode-0600
+file of the lab folder), the lab BMCs' certificate pins, each host's SSH
+address and the playbooks' sandbox variables. It prints
+``export FLEETCTL_DB=<that database>``; commands run against that database
+reach the lab and nothing else, and the source inventory is never changed.
+Nothing is swapped at run time: if the lab dies, commands on the lab's
+database fail to connect to the lab's addresses. Devices the lab does not
+serve (servers left out with ``--server``, switches of a platform the lab does
+not speak) stay in the lab's fleet, so that racks, cables and uplinks read as
+in the source, but with no BMC URL and no credential, and names under
+``.invalid`` (which never resolves) for their addresses: a command on them
+fails before it sends anything, and says why.
+
+The site files the lab's database was imported from are kept in
+``<lab folder>/site/`` for the operator to read.
 """
 
 from __future__ import annotations
@@ -15,7 +26,9 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import re
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -97,75 +110,277 @@ def specs_from_inventory(conn: Any, password: str, names: set[str] | None = None
     return specs
 
 
-def up(*, url: str | None = None, names: set[str] | None = None, tls: bool = True, config: dict[str, Any] | None = None,
-       state_dir: Path | None = None, switches: bool = True, switch_config: dict[str, Any] | None = None,
-       port_vlans: str = "default") -> dict[str, Any]:  # fmt: skip
-    """Start a lab BMC for every server of the inventory (or those named).
+LAB_DB = "fleet.db"
+SITE_DIR = "site"
+SNMP_DIR = "snmp"
 
-    With ``switches`` (the default) the lab also serves every EOS and SONiC
-    switch of the inventory (or those cabled to the named servers) over SSH
-    and SNMP; see ``fleetctl_lab.switch``. ``port_vlans`` says how server
-    ports start: "default" (unconfigured) or "plan". Each server's host
-    (``fleetctl_lab.hosts``) is served over SSH unless ``config`` has
-    ``"hosts": False``.
+
+def lab_db(state_dir: Path | None = None) -> Path:
+    """The database of the lab's fleet."""
+    return (state_dir or lab_dir()) / LAB_DB
+
+
+def _fresh_sqlite(path: Path) -> str:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return f"sqlite:///{path.resolve()}"
+
+
+def _source_into(url: str, site: Path | None, source_url: str | None, work: Path) -> None:
+    """Import the source inventory (site files, or another fleet's export) into ``url``."""
+    from fleetctl.inventory.render import write_folder
+    from fleetctl.inventory.service import export_inventory, import_path
+
+    if site is not None:
+        import_path(site, url=url, reason="lab up: the source inventory")
+        return
+    folder = work / "source"
+    shutil.rmtree(folder, ignore_errors=True)
+    write_folder(export_inventory(source_url), folder)
+    import_path(folder, url=url, reason="lab up: the source inventory")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def up(*, site: Path | None = None, source_url: str | None = None, names: set[str] | None = None, tls: bool = True,
+       config: dict[str, Any] | None = None, state_dir: Path | None = None, switches: bool = True,
+       switch_config: dict[str, Any] | None = None, port_vlans: str = "default") -> dict[str, Any]:  # fmt: skip
+    """Start a lab for a source inventory and write the fleet it serves into the lab's database.
+
+    Args:
+        site: a site file or folder to serve; None: the fleet of ``source_url``
+            (None: the selected database, FLEETCTL_DB).
+        names: only these servers (and the switches cabled to them).
+        switches: serve the EOS and SONiC switches too (fleetctl_lab.switch).
+        port_vlans: how server ports start: "default" (unconfigured) or "plan".
+        config: LabConfig fields; ``"hosts": False`` serves no hosts.
+
+    Returns: the lab's status, with ``db`` (the lab database's path) and
+    ``source`` (what was served).
     """
-    from fleetctl.errors import InputError
-    from fleetctl_lab.daemon import lab_up
+    from fleetctl.errors import FleetError, InputError
     from fleetctl.store import get_engine
+    from fleetctl_lab.daemon import lab_down, lab_status, lab_up
 
-    sd = state_dir or lab_dir()
-    from fleetctl.errors import FleetError as _FleetError
-    from fleetctl_lab.daemon import lab_status
-
+    sd = (state_dir or lab_dir()).resolve()
     st = lab_status(sd, probe=False)
     if st.get("running"):
         # Before anything is written: a second `lab up` must not change the
-        # credential of the lab that runs.
-        raise _FleetError(f"a lab is already running from {sd} (pid {st.get('pid')}); run `fleetctl lab down` first")
-    password = _write_credential(sd)
-    with get_engine(url).connect() as conn:
-        specs = specs_from_inventory(conn, password, names)
-        sw_specs: list[Any] = []
-        if switches and importlib.util.find_spec("asyncssh") is None:
-            log.warning("lab: asyncssh is not installed; the lab serves no switches")
-        elif switches:
-            from fleetctl_lab.switch.inventory import switch_specs_from_inventory
+        # credential or the database of the lab that runs.
+        raise FleetError(f"a lab is already running from {sd} (pid {st.get('pid')}); run `fleetctl lab down` first")
+    sd.mkdir(parents=True, exist_ok=True)
+    db = lab_db(sd)
+    if site is None and Path(source_url or _selected_db()).resolve() == db.resolve():
+        raise InputError(f"the selected database is the lab's own ({db}); give --site, or select your fleet's database")
+    # The source goes into a scratch database first: the lab's own never
+    # holds a real address, not even for a moment.
+    scratch = sd / "source.db"
+    scratch_url = _fresh_sqlite(scratch)
+    try:
+        _source_into(scratch_url, site, source_url, sd)
+        password = _write_credential(sd)
+        with get_engine(scratch_url).connect() as conn:
+            specs = specs_from_inventory(conn, password, names)
+            sw_specs: list[Any] = []
+            if switches and importlib.util.find_spec("asyncssh") is None:
+                log.warning("lab: asyncssh is not installed; the lab serves no switches")
+            elif switches:
+                from fleetctl_lab.switch.inventory import switch_specs_from_inventory
 
-            sw_specs = switch_specs_from_inventory(conn, password, names, port_vlans=port_vlans)  # type: ignore[arg-type]
-    if not specs:
-        raise InputError("the inventory has no servers for the lab; import a site first (fleetctl inventory import)")
-    from fleetctl.errors import FleetError
-
-    # Each BMC gets its own loopback address on port 8443, like a real OOB
-    # network. Another lab (a second user, a test run) may hold a range:
-    # take the next /16 of 127.0.0.0/8 then.
-    last: FleetError | None = None
-    for second in range(10, 40):
-        cfg = {"address_mode": "address", "base_address": f"127.{second}.0.1", "tls": tls, "hosts": True, **(config or {})}
-        sw_cfg = {"base_address": f"127.{second + 100}.0.1", **(switch_config or {})}
+                sw_specs = switch_specs_from_inventory(conn, password, names, port_vlans=port_vlans)  # type: ignore[arg-type]
+        if not specs:
+            what = f"{site}" if site else "the selected fleet"
+            raise InputError(f"{what} has no servers for the lab" + (" of those named" if names else "; import a site first"))
+        # Each BMC gets its own loopback address on port 8443, like a real OOB
+        # network. Another lab (a second user, a test run) may hold a range:
+        # take the next /16 of 127.0.0.0/8 then.
+        last: FleetError | None = None
+        for second in range(10, 40):
+            cfg = {"address_mode": "address", "base_address": f"127.{second}.0.1", "tls": tls, "hosts": True, **(config or {})}
+            sw_cfg = {"base_address": f"127.{second + 100}.0.1", **(switch_config or {})}
+            try:
+                st = lab_up(specs, sd, config=cfg, timeout=300, switches=sw_specs or None, switch_config=sw_cfg)
+                break
+            except FleetError as e:
+                if "already in use" not in str(e) or "base_address" in (config or {}):
+                    raise
+                last = e
+        else:
+            raise last  # type: ignore[misc]
         try:
-            return lab_up(specs, sd, config=cfg, timeout=300, switches=sw_specs or None, switch_config=sw_cfg)
-        except FleetError as e:
-            if "already in use" not in str(e) or "base_address" in (config or {}):
-                raise
-            last = e
-    raise last  # type: ignore[misc]
+            from fleetctl.inventory.service import export_inventory
+
+            served = lab_fleet(export_inventory(scratch_url), st, sd)
+            write_site(served, sd / SITE_DIR)
+            import_fleet(sd / SITE_DIR, db)
+        except BaseException:
+            lab_down(sd)
+            raise
+    finally:
+        from fleetctl.store import reset_engines
+
+        reset_engines()
+        _fresh_sqlite(scratch)
+        scratch.unlink(missing_ok=True)
+    return {**st, "db": str(db), "source": str(site) if site else (source_url or _selected_db())}
+
+
+def _selected_db() -> str:
+    """The selected database as a path (SQLite) or URL."""
+    from fleetctl.config import database_url
+
+    url = database_url()
+    return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
+
+
+def write_site(doc: dict[str, Any], folder: Path) -> None:
+    """The lab's fleet as a site file the operator can read (and re-import)."""
+    from fleetctl.inventory.render import dump_yaml
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    (folder / "lab.yaml").write_text("# The fleet this lab serves, written by `fleetctl lab up`.\n" + dump_yaml(doc))
+
+
+def import_fleet(folder: Path, db: Path) -> None:
+    """A fresh lab database with the lab's fleet in it, all or nothing."""
+    from fleetctl.inventory.service import import_path
+
+    import_path(folder, url=_fresh_sqlite(db), reason="lab up")
+
+
+def _community_ref(sd: Path, switch: str, community: str) -> str:
+    """A credential reference whose password is the switch's SNMP community (v2c)."""
+    folder = sd / SNMP_DIR
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / switch
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"snmp\n{community}\n")
+    return f"file:{path}"
+
+
+def _split(endpoint: str) -> tuple[str, int]:
+    host, _, port = endpoint.rpartition(":")
+    return host, int(port)
+
+
+# Where a device the lab does not serve "is": a name that never resolves (RFC 2606).
+UNSERVED = "not-served-by-the-lab.invalid"
+
+
+def _unserved(device: dict[str, Any], *keys: str) -> None:
+    for key in keys:
+        device.pop(key, None)
+
+
+def lab_fleet(source: Any, st: dict[str, Any], sd: Path) -> dict[str, Any]:
+    """The source inventory as the lab serves it: a site-file document.
+
+    Every device the lab serves gets the lab's address, credential and pin;
+    every other one loses its address and credential (see the module
+    docstring), so that no real address ever sits in the lab's database.
+    """
+    from fleetctl.inventory.render import to_document
+
+    doc = to_document(source)
+    servers, sws, hosts = st.get("servers", {}), st.get("switches", {}), st.get("hosts", {})
+    cred = credential_ref(sd)
+    ssh_user = ssh_key = known_hosts = None
+    for h in hosts.values():
+        ssh_user, ssh_key, known_hosts = h["user"], h["key_file"], h["known_hosts"]
+        break
+    for site in doc.get("sites", []):
+        for rack in site.get("racks", []):
+            for srv in rack.get("servers", []):
+                bmc = servers.get(srv["name"])
+                if bmc is None:
+                    _unserved(srv, "bmc", "credential", "fingerprint", "system_id", "host_vars")
+                    srv["host"] = f"{srv['name']}.{UNSERVED}"
+                    continue
+                fp = bmc.get("fingerprint")
+                srv.update(bmc=bmc["url"], credential=cred, system_id=bmc.get("system_id") or srv.get("system_id"))
+                srv.pop("fingerprint", None)
+                if fp:
+                    srv["fingerprint"] = fp.removeprefix("sha256:")
+                host = hosts.get(srv["name"])
+                srv.pop("host", None)
+                srv.pop("host_vars", None)
+                if host:
+                    srv["host"] = f"{host['address']}:{host['port']}"
+                    srv["host_vars"] = dict(host.get("vars") or {})
+                else:
+                    srv["host"] = f"{srv['name']}.{UNSERVED}"
+            for sw in rack.get("switches", []):
+                lab_sw = sws.get(sw["name"])
+                if lab_sw is None:
+                    _unserved(sw, "credential", "snmp", "ssh_port")
+                    sw["address"] = f"{sw['name']}.{UNSERVED}"
+                    continue
+                host, port = _split(lab_sw["ssh"])
+                sw.update(address=host, ssh_port=port, credential=cred)
+                sw.pop("snmp", None)
+                if lab_sw.get("snmp"):
+                    snmp_host, snmp_port = _split(lab_sw["snmp"])
+                    if snmp_host != host:  # one management address per switch, as on real ones
+                        raise RuntimeError(f"lab switch {sw['name']}: SNMP on {snmp_host}, SSH on {host}")
+                    sw["snmp"] = {"version": "2c", "credential": _community_ref(sd, sw["name"], lab_sw["community"]),
+                                  "port": snmp_port}  # fmt: skip
+        if site.get("provisioning") and ssh_user:
+            # The lab's hosts take the lab's key and are checked against its known_hosts.
+            site["provisioning"].update(ssh_user=ssh_user, ssh_key=ssh_key, known_hosts=known_hosts)
+    return doc
+
+
+def generated_fleet(specs: list[Any], st: dict[str, Any], sd: Path, per_rack: int = 40) -> dict[str, Any]:
+    """A site-file document for generated lab BMCs: one site ``lab``, racks of ``per_rack``."""
+    models: dict[tuple[str, str], str] = {}
+    racks: list[dict[str, Any]] = []
+    cred = credential_ref(sd)
+    for i, spec in enumerate(specs):
+        key = (spec.manufacturer, spec.model)
+        if key not in models:
+            models[key] = re.sub(r"[^a-z0-9]+", "-", f"{spec.manufacturer} {spec.model}".lower()).strip("-")
+        if i % per_rack == 0:
+            racks.append({"name": f"lab-rack-{len(racks) + 1:03d}", "height": per_rack + 2, "servers": []})
+        bmc = st["servers"][spec.name]
+        srv: dict[str, Any] = {"name": spec.name, "serial": spec.serial, "model": models[key], "position": i % per_rack + 1,
+                               "bmc": bmc["url"], "system_id": bmc.get("system_id") or spec.system_id, "credential": cred}  # fmt: skip
+        if bmc.get("fingerprint"):
+            srv["fingerprint"] = bmc["fingerprint"].removeprefix("sha256:")
+        racks[-1]["servers"].append(srv)
+    return {
+        "models": [{"name": n, "kind": "server", "vendor": v, "model": m, "height": 1} for (v, m), n in models.items()],
+        "sites": [{"name": "lab", "description": "generated by fleetctl lab up --generate", "racks": racks}],
+    }
 
 
 def up_generated(count: int, *, tls: bool = True, config: dict[str, Any] | None = None, state_dir: Path | None = None) -> dict[str, Any]:
-    """Start ``count`` generated lab BMCs (MN-Core and GPU servers of every vendor flavour)."""
+    """Start ``count`` generated lab BMCs (MN-Core and GPU servers of every vendor flavour), a fleet of their own."""
     from fleetctl.errors import FleetError, InputError
     from fleetctl_lab.bmc.spec import generate_specs
-    from fleetctl_lab.daemon import lab_status, lab_up
+    from fleetctl_lab.daemon import lab_down, lab_status, lab_up
 
     if count < 1:
         raise InputError("--generate takes a positive number", field="--generate")
-    sd = state_dir or lab_dir()
+    sd = (state_dir or lab_dir()).resolve()
     if lab_status(sd, probe=False).get("running"):
         raise FleetError(f"a lab is already running from {sd}; run `fleetctl lab down` first")
     password = _write_credential(sd)
+    specs = generate_specs(count, password=password)
     cfg = {"address_mode": "address", "base_address": "127.40.0.1", "tls": tls, **(config or {})}
-    return lab_up(generate_specs(count, password=password), sd, config=cfg, timeout=600)
+    st = lab_up(specs, sd, config=cfg, timeout=600)
+    db = lab_db(sd)
+    try:
+        write_site(generated_fleet(specs, st, sd), sd / SITE_DIR)
+        import_fleet(sd / SITE_DIR, db)
+    except BaseException:
+        lab_down(sd)
+        raise
+    finally:
+        from fleetctl.store import reset_engines
+
+        reset_engines()
+    return {**st, "db": str(db), "source": f"{count} generated servers"}
 
 
 def down(state_dir: Path | None = None) -> dict[str, Any]:
@@ -178,32 +393,3 @@ def status(state_dir: Path | None = None) -> dict[str, Any]:
     from fleetctl_lab.daemon import lab_status
 
     return lab_status(state_dir or lab_dir())
-
-
-def _running_section(section: str, state_dir: Path | None) -> dict[str, dict[str, Any]]:
-    """One section of a running lab's lab.json ({} when no lab runs); cheap when none exists."""
-    sd = state_dir or lab_dir()
-    if not (sd / "lab.json").exists():
-        return {}
-    from fleetctl_lab.daemon import lab_status
-
-    st = lab_status(sd, probe=False)
-    return st.get(section, {}) if st.get("running") else {}
-
-
-def overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
-    """{server name: {url, fingerprint}} of a running lab, or {}."""
-    return _running_section("servers", state_dir)
-
-
-def switch_overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
-    """{switch name: {ssh, snmp, community, platform}} of a running lab, or {}."""
-    return _running_section("switches", state_dir)
-
-
-def host_overlay(state_dir: Path | None = None) -> dict[str, dict[str, Any]]:
-    """{server name: {address, port, user, key_file, known_hosts, dir, boards, vars}} of a
-    running lab's hosts, or {}. ``fleetctl_lab.hosts.ansible_host_vars(entry)`` turns an
-    entry into Ansible host variables (SSH connection + the playbooks' sandbox variables).
-    """
-    return _running_section("hosts", state_dir)

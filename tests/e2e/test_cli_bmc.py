@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests_helpers_bmc import counters, lab_doc  # noqa: F401  (path set in conftest)
+from tests_helpers_bmc import counters, lab_doc, lab_up  # noqa: F401  (path set in conftest)
 
 RACK12 = [f"mn-tyo1-r12-{i:02d}" for i in range(1, 17)] + ["gpu-tyo1-r12-17", "gpu-tyo1-r12-18", "gpu-tyo1-r12-19"]
 
@@ -19,7 +19,7 @@ RACK12 = [f"mn-tyo1-r12-{i:02d}" for i in range(1, 17)] + ["gpu-tyo1-r12-17", "g
 @pytest.fixture
 def lab(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
-    r = cli("lab", "up", "--power-transition", "0.2", "--firmware-time", "0.2", *sum((["--server", n] for n in RACK12[:6] + RACK12[-1:]), []))
+    r = lab_up(cli, monkeypatch, "--power-transition", "0.2", "--firmware-time", "0.2", *sum((["--server", n] for n in RACK12[:6] + RACK12[-1:]), []))
     assert r.code == 0, r.err
     yield lab_doc(tmp_path / "lab")
     # A test may have pointed FLEETCTL_LAB_DIR elsewhere; stop this lab by its own folder.
@@ -61,8 +61,8 @@ def test_inspect_matches_and_moves_to_inspected(lab, cli):  # type: ignore[no-un
     assert {b["serial"] for b in rows["gpu-tyo1-r12-19"]["facts"]["boards"]} == {f"1321010124{i}{s}" for i, s in [(1, k) for k in range(8)]}
     show = json.loads(cli("server", "show", "mn-tyo1-r12-01", "--output", "json").out)
     assert show["state"] == "inspected"
-    # The lab stands in with its own certificate: nothing of it is pinned into the inventory.
-    assert show["fingerprint"] is None
+    # The lab's fleet pins the lab BMC's certificate, as `lab up` wrote it.
+    assert show["fingerprint"] == lab["servers"]["mn-tyo1-r12-01"]["fingerprint"].removeprefix("sha256:")
 
 
 def test_inspect_reports_drift_and_keeps_declared_data(lab, cli):  # type: ignore[no-untyped-def]
@@ -124,11 +124,21 @@ def test_one_failing_bmc_fails_alone_with_its_reason(lab, cli):  # type: ignore[
     assert {s["server"]: s["state"] for s in steps} == {"mn-tyo1-r12-04": "failed", "mn-tyo1-r12-05": "succeeded", "mn-tyo1-r12-06": "succeeded"}
 
 
+def _set_pin(name: str, fingerprint: str | None) -> None:
+    """Change a server's pin in the lab's fleet (the database the CLI is pointed at)."""
+    import os
+
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(f"sqlite:///{os.environ['FLEETCTL_DB']}")
+    with engine.begin() as c:
+        c.execute(text("UPDATE server SET bmc_fingerprint = :fp WHERE name = :n"), {"fp": fingerprint, "n": name})
+    engine.dispose()
+
+
 def _direct(cli, monkeypatch, tmp_path, lab, name):  # type: ignore[no-untyped-def]
-    """Point a server straight at its lab BMC, as a real BMC would be (no lab overlay)."""
-    url = lab["servers"][name]["url"]
-    assert cli("server", "set", name, "--bmc", url, "--credential", f"file:{tmp_path / 'lab' / 'credential'}").code == 0
-    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "no-lab-here"))
+    """A server whose BMC was never seen: the lab's pin forgotten. Returns the lab BMC's real fingerprint."""
+    _set_pin(name, None)
     return lab["servers"][name]["fingerprint"].removeprefix("sha256:").replace(":", "").lower()
 
 
@@ -141,14 +151,9 @@ def test_trust_on_first_use_pins_into_the_inventory(lab, cli, monkeypatch, tmp_p
     assert cli("power", "status", "mn-tyo1-r12-05").code == 0  # the pin now holds
 
 
-def test_a_changed_certificate_is_refused_naming_both_fingerprints(lab, cli, db_url, monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
-    from sqlalchemy import create_engine, text
-
+def test_a_changed_certificate_is_refused_naming_both_fingerprints(lab, cli, monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
     real = _direct(cli, monkeypatch, tmp_path, lab, "mn-tyo1-r12-05")
-    engine = create_engine(db_url)
-    with engine.begin() as c:
-        c.execute(text("UPDATE server SET bmc_fingerprint = :fp WHERE name = 'mn-tyo1-r12-05'"), {"fp": "ab" * 32})
-    engine.dispose()
+    _set_pin("mn-tyo1-r12-05", "ab" * 32)
     r = cli("power", "status", "mn-tyo1-r12-05", "--output", "json")
     assert r.code == 1
     err = json.loads(r.out)[0]["error"].upper().replace(":", "").replace(" ", "")
@@ -189,11 +194,11 @@ def test_targets_and_bad_usage(lab, cli):  # type: ignore[no-untyped-def]
     assert r.code == 2 and "unknown selector" in r.err
     r = cli("boot", "set", "mn-tyo1-r12-01", "--device", "uefi")
     assert r.code == 2 and "--uefi-target" in r.err
-    # A server without a lab BMC is reported unreachable-by-credential, not contacted.
+    # A server the lab does not serve has no BMC in the lab's fleet: reported, not contacted.
     r = cli("power", "status", "mn-tyo1-r12-01", "state=registered", "--output", "json")
     rows = {x["server"]: x for x in json.loads(r.out)}
     assert rows["mn-tyo1-r12-01"]["ok"]
-    assert not rows["mn-tyo1-r12-10"]["ok"] and "BMC_TYO1" in rows["mn-tyo1-r12-10"]["error"]
+    assert not rows["mn-tyo1-r12-10"]["ok"] and rows["mn-tyo1-r12-10"]["error"] == "no BMC URL in the inventory"
 
 
 def test_in_service_servers_are_protected(lab, cli, db_url):  # type: ignore[no-untyped-def]
@@ -226,7 +231,7 @@ def test_health_reports_injected_faults_and_reads_logs_from_a_cursor(lab, cli): 
 
 def test_lab_of_generated_bmcs(cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "genlab"))
-    r = cli("lab", "up", "--generate", "30", "--output", "json")
+    r = lab_up(cli, monkeypatch, "--generate", "30", "--output", "json")
     try:
         assert r.code == 0, r.err
         st = json.loads(cli("lab", "status", "--output", "json").out)
@@ -281,7 +286,7 @@ def test_power_on_is_staggered_and_keeps_the_rack_within_budget(example_loaded, 
     rack13 = [f"mn-tyo1-r13-{i:02d}" for i in range(1, 9)]
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab13"))
     assert cli("rack", "set", "rack-13", "--power-budget", "5000").code == 0  # room for 3 servers at 1600 W peak
-    assert cli("lab", "up", "--power-transition", "0.2", *sum((["--server", n] for n in rack13), [])).code == 0
+    assert lab_up(cli, monkeypatch, "--power-transition", "0.2", *sum((["--server", n] for n in rack13), [])).code == 0
     try:
         doc = lab_doc(tmp_path / "lab13")
         r = cli("power", "on", "rack-13", "--stagger", "0.4", "--output", "json")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests_helpers_bmc import lab_db_of  # (path set in conftest)
 
 REPO = Path(__file__).resolve().parents[2]
 FLEETCTL = str(Path(sys.executable).with_name("fleetctl"))
@@ -27,8 +28,11 @@ def swlab(tmp_path_factory):  # type: ignore[no-untyped-def]
     env = {**os.environ, "FLEETCTL_DB": str(tmp / "inv.db"), "FLEETCTL_LAB_DIR": str(tmp / "lab"),
            "FLEETCTL_DATA_DIR": str(tmp / "data"), "FLEETCTL_ACTOR": "tester@ci"}  # fmt: skip
     subprocess.run([FLEETCTL, "inventory", "import", str(REPO / "inventory")], env=env, check=True, capture_output=True)
-    up = subprocess.run([FLEETCTL, "lab", "up", "--server", "mn-tyo1-r12-01"], env=env, capture_output=True, text=True)
+    # The lab serves these servers and the switches cabled to them, and nothing else.
+    serve = sum((["--server", f"mn-tyo1-r12-0{i}"] for i in (1, 2, 3)), [])
+    up = subprocess.run([FLEETCTL, "lab", "up", *serve], env=env, capture_output=True, text=True)
     assert up.returncode == 0, up.stderr
+    env["FLEETCTL_DB"] = lab_db_of(up.stdout)  # the lab is a fleet of its own
     doc = json.loads((tmp / "lab" / "lab.json").read_text())
     if not doc.get("switches"):
         subprocess.run([FLEETCTL, "lab", "down"], env=env, capture_output=True)

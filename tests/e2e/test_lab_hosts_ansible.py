@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests_helpers_bmc import lab_up  # (path set in conftest)
 import yaml
 
 from fleetctl_lab.hosts import ansible_host_vars
-from fleetctl_lab.inventory import host_overlay
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -59,7 +59,7 @@ def lab(example_loaded, cli, tmp_path, monkeypatch) -> Iterator[dict[str, Any]]:
     pytest.importorskip("asyncssh")
     state = tmp_path / "lab"
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(state))
-    r = cli("lab", "up", "--power-transition", "0.2", "--install-time", "1", "--os-boot-time", "0.2",
+    r = lab_up(cli, monkeypatch, "--power-transition", "0.2", "--install-time", "1", "--os-boot-time", "0.2",
             "--server", MN, "--server", MN_OK, "--server", GPU)
     assert r.code == 0, r.err
     doc = json.loads((state / "lab.json").read_text())
@@ -123,7 +123,7 @@ def _run(tmp_path: Path, inventory: Path, name: str, control_dir: str) -> Any:
 # The inventory backend plays no part here: one is enough.
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_site_over_ssh_on_pxe_installed_lab_hosts(lab, cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    hosts = host_overlay(Path(os.environ["FLEETCTL_LAB_DIR"]))
+    hosts = lab["hosts"]  # the lab's own record of the hosts it serves
     assert set(hosts) == set(ALL)
     for e in hosts.values():
         assert e["port"] and e["address"].startswith("127.") and Path(e["known_hosts"]).exists()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests_helpers_bmc import counters, lab_doc  # (path set in conftest)
+from tests_helpers_bmc import counters, lab_doc, lab_up  # (path set in conftest)
 
 RACK12 = [f"mn-tyo1-r12-{i:02d}" for i in range(1, 17)] + ["gpu-tyo1-r12-17", "gpu-tyo1-r12-18", "gpu-tyo1-r12-19"]
 TOKEN = "abcdef.0123456789abcdef"  # a well-formed kubeadm token; must never be written anywhere
@@ -38,7 +38,7 @@ pytestmark = [
 def lab(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
     monkeypatch.setenv("FLEETCTL_K8S_TOKEN", TOKEN)
-    r = cli("lab", "up", "--power-transition", "0.3", "--firmware-time", "0.3", "--install-time", "2", "--os-boot-time", "0.5",
+    r = lab_up(cli, monkeypatch, "--power-transition", "0.3", "--firmware-time", "0.3", "--install-time", "2", "--os-boot-time", "0.5",
             *sum((["--server", n] for n in RACK12), []))  # fmt: skip
     assert r.code == 0, r.err
     yield lab_doc(tmp_path / "lab")

@@ -15,3 +15,22 @@ def lab_doc(state_dir: Path) -> dict[str, Any]:
 def counters(lab: dict[str, Any], name: str) -> dict[str, Any]:
     with urllib.request.urlopen(f"{lab['control_url']}/lab/v1/bmcs/{name}/counters", timeout=10) as r:
         return json.loads(r.read())
+
+
+def lab_db_of(out: str) -> str:
+    """The lab's database from `fleetctl lab up`'s output: its `export FLEETCTL_DB=...` line (or JSON's "export")."""
+    import json
+    import shlex
+
+    text = out.strip()
+    lines = [json.loads(text)["export"]] if text.startswith("{") else [x for x in text.splitlines() if x.startswith("export FLEETCTL_DB=")]
+    assert lines, f"no export line in: {out[-300:]}"
+    return shlex.split(lines[-1].removeprefix("export "))[0].partition("=")[2]
+
+
+def lab_up(cli, monkeypatch, *args: str):  # type: ignore[no-untyped-def]
+    """`fleetctl lab up ARGS`, then FLEETCTL_DB points at the lab's fleet, as the export line says."""
+    r = cli("lab", "up", *args)
+    if r.code == 0:
+        monkeypatch.setenv("FLEETCTL_DB", lab_db_of(r.out))
+    return r
