@@ -210,37 +210,30 @@ def render_snmprec(sw: SimSwitch, now: float | None = None) -> str:
     return "".join(f"{o}|{t}|{v}\n" for o, t, v in rec)
 
 
-# --- a minimal SNMP GET, to know when snmpsim answers -------------------------------------------
-
-
-def _ber_len(n: int) -> bytes:
-    if n < 0x80:
-        return bytes([n])
-    b = n.to_bytes((n.bit_length() + 7) // 8, "big")
-    return bytes([0x80 | len(b)]) + b
-
-
-def _tlv(tag: int, body: bytes) -> bytes:
-    return bytes([tag]) + _ber_len(len(body)) + body
-
-
-def _oid(oid: str) -> bytes:
-    arcs = [int(x) for x in oid.split(".")]
-    out = bytearray([40 * arcs[0] + arcs[1]])
-    for a in arcs[2:]:
-        chunk = [a & 0x7F]
-        a >>= 7
-        while a:
-            chunk.append(0x80 | (a & 0x7F))
-            a >>= 7
-        out += bytes(reversed(chunk))
-    return _tlv(0x06, bytes(out))
+# --- an SNMP GET, to know when snmpsim answers ---------------------------------------------------
 
 
 def snmp_get_packet(community: str, oid: str, request_id: int = 1) -> bytes:
-    varbind = _tlv(0x30, _oid(oid) + b"\x05\x00")
-    pdu = _tlv(0xA0, _tlv(0x02, bytes([request_id])) + b"\x02\x01\x00\x02\x01\x00" + _tlv(0x30, varbind))
-    return _tlv(0x30, b"\x02\x01\x01" + _tlv(0x04, community.encode()) + pdu)
+    """An SNMPv2c GetRequest of ``oid`` (value NULL), BER-encoded by pysnmp's codec (pyasn1).
+
+    The lab has no BER code of its own: it is the drivers' peer, so it uses
+    neither the drivers' codec nor a third one. Built once per start
+    (the readiness probe), so the codec's cost does not matter here.
+    The community goes out as its UTF-8 bytes.
+    """
+    from pyasn1.codec.ber import encoder
+    from pysnmp.proto import api
+
+    v2c = api.PROTOCOL_MODULES[api.SNMP_VERSION_2C]
+    pdu = v2c.GetRequestPDU()
+    v2c.apiPDU.set_defaults(pdu)
+    v2c.apiPDU.set_request_id(pdu, request_id)
+    v2c.apiPDU.set_varbinds(pdu, [(oid, v2c.null)])
+    msg = v2c.Message()
+    v2c.apiMessage.set_defaults(msg)
+    v2c.apiMessage.set_community(msg, community.encode())
+    v2c.apiMessage.set_pdu(msg, pdu)
+    return bytes(encoder.encode(msg))
 
 
 def udp_endpoint(host: str, port: int) -> tuple[str, int]:

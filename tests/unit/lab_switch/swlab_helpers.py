@@ -120,6 +120,32 @@ def snmp_walk(lab: Any, name: str, oid: str) -> dict[str, Any]:
     return _loop().run_until_complete(run())
 
 
+def snmp_walk_typed(lab: Any, name: str, oid: str = "1.0") -> list[tuple[str, Any]]:
+    """Every (oid, pysnmp value) the switch's agent serves after ``oid``, in order: the values as
+    pysnmp decoded them (types kept), for comparing with what the lab rendered."""
+    from pysnmp.hlapi.v3arch.asyncio import (
+        CommunityData,
+        ContextData,
+        ObjectIdentity,
+        ObjectType,
+        SnmpEngine,
+        UdpTransportTarget,
+        bulk_walk_cmd,
+    )  # fmt: skip
+
+    async def run() -> list[tuple[str, Any]]:
+        engine = _engine(SnmpEngine)
+        out: list[tuple[str, Any]] = []
+        target = await UdpTransportTarget.create(lab.snmp_of(name), timeout=2, retries=2)
+        async for err, status, _, vbs in bulk_walk_cmd(engine, CommunityData(lab.community(name)), target, ContextData(),
+                                                       0, 50, ObjectType(ObjectIdentity(oid)), lexicographicMode=True):  # fmt: skip
+            assert err is None and not status, (err, status)
+            out += [(str(o), v) for o, v in vbs]
+        return out
+
+    return _loop().run_until_complete(run())
+
+
 # One event loop and one SNMP engine for the test session: building an engine costs ~0.3 s.
 _STATE: dict[str, Any] = {}
 
