@@ -36,10 +36,9 @@ from fleetctl.models import (
     Switch,
     SwitchPort,
 )
-from fleetctl.models.base import utcnow
+from fleetctl.models.base import TableModel, utcnow
 
-# Any: the metaclass gives each table model its __table__, which mypy does not see.
-_MODELS: tuple[Any, ...] = (
+_MODELS: tuple[type[TableModel], ...] = (
     AcceleratorBoard, BiosProfile, Event, FirmwareBaseline, HardwareModel, Link, Nic, Rack, RackUnit, Server, ServerTag, Site, Switch,
     SwitchPort,
 )  # fmt: skip

@@ -183,7 +183,7 @@ def set_board_state(serial: str, state: str, *, reason: str | None = None, dry_r
         raise InputError(
             f"{state!r} is not a board state ({', '.join(s.value for s in BoardState)})", field="--state"
         ) from None
-    bt = AcceleratorBoard.__table__  # type: ignore[attr-defined]
+    bt = AcceleratorBoard.__table__
     with write_transaction(url) as conn:
         old = conn.execute(select(bt.c.state).where(bt.c.serial == serial)).scalar()
         if old is None:
@@ -193,7 +193,7 @@ def set_board_state(serial: str, state: str, *, reason: str | None = None, dry_r
             return old
         conn.execute(update(bt).where(bt.c.serial == serial).values(state=state))
         conn.execute(
-            insert(Event.__table__).values(  # type: ignore[attr-defined]
+            insert(Event.__table__).values(
                 at=utcnow(), actor=actor(), action="board.state", object_kind="board", object_name=serial,
                 detail=f"{old} -> {state}", reason=reason,
             )  # fmt: skip

@@ -1,11 +1,23 @@
-"""Shared column helpers."""
+"""The table models' base class and shared column helpers."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import Column, DateTime
+from sqlmodel import SQLModel
+
+if TYPE_CHECKING:
+    from sqlalchemy import Table
+
+
+class TableModel(SQLModel):
+    """The base of every table model: SQLModel, with the class's Table
+    (``Server.__table__``, set by the metaclass) declared for the type checker."""
+
+    if TYPE_CHECKING:
+        __table__: ClassVar[Table]
 
 
 def utcnow() -> datetime:

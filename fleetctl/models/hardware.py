@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import JSON, CheckConstraint, Column, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
+
+from fleetctl.models.base import TableModel
 
 
-class HardwareModel(SQLModel, table=True):
+class HardwareModel(TableModel, table=True):
     """What a kind of device is: size, power, the boards it should hold.
 
     Servers and switches point here so that drift (declared or found boards
@@ -39,7 +41,7 @@ class HardwareModel(SQLModel, table=True):
     ports: str | None = None
 
 
-class BiosProfile(SQLModel, table=True):
+class BiosProfile(TableModel, table=True):
     """BIOS attributes that hardware models name in ``bios_profile``."""
 
     __tablename__ = "bios_profile"
@@ -50,7 +52,7 @@ class BiosProfile(SQLModel, table=True):
     attributes: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False, default=dict))
 
 
-class FirmwareBaseline(SQLModel, table=True):
+class FirmwareBaseline(TableModel, table=True):
     """The firmware version wanted for one component of one hardware model."""
 
     __tablename__ = "firmware_baseline"

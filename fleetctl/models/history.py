@@ -6,12 +6,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, Column
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from fleetctl.models.base import tz_column, utcnow
+from fleetctl.models.base import TableModel, tz_column, utcnow
 
 
-class Job(SQLModel, table=True):
+class Job(TableModel, table=True):
     __tablename__ = "job"
 
     id: int | None = Field(default=None, primary_key=True)
@@ -25,7 +25,7 @@ class Job(SQLModel, table=True):
     error: str | None = None
 
 
-class JobStep(SQLModel, table=True):
+class JobStep(TableModel, table=True):
     __tablename__ = "job_step"
 
     id: int | None = Field(default=None, primary_key=True)
@@ -40,7 +40,7 @@ class JobStep(SQLModel, table=True):
     error: str | None = None
 
 
-class Event(SQLModel, table=True):
+class Event(TableModel, table=True):
     """The audit log: who did what to which object, when and why."""
 
     __tablename__ = "event"

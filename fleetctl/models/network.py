@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from sqlalchemy import CheckConstraint, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
+
+from fleetctl.models.base import TableModel
 
 
-class Switch(SQLModel, table=True):
+class Switch(TableModel, table=True):
     __tablename__ = "switch"
     __table_args__ = (
         CheckConstraint("role IN ('leaf', 'spine', 'management')", name="ck_switch_role"),
@@ -31,7 +33,7 @@ class Switch(SQLModel, table=True):
     height: int = 1
 
 
-class SwitchPort(SQLModel, table=True):
+class SwitchPort(TableModel, table=True):
     __tablename__ = "switch_port"
     __table_args__ = (UniqueConstraint("switch_id", "name", name="uq_switch_port_name"),)
 
@@ -41,7 +43,7 @@ class SwitchPort(SQLModel, table=True):
     description: str | None = None
 
 
-class Link(SQLModel, table=True):
+class Link(TableModel, table=True):
     """A planned cable: a switch port to a server NIC or to another switch port.
 
     ``vlans`` is the comma-separated list the link should carry; ``mode`` says

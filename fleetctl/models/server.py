@@ -6,12 +6,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, CheckConstraint, Column, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from fleetctl.models.base import tz_column, utcnow
+from fleetctl.models.base import TableModel, tz_column, utcnow
 
 
-class Server(SQLModel, table=True):
+class Server(TableModel, table=True):
     __tablename__ = "server"
     __table_args__ = (
         UniqueConstraint("bmc_url", "bmc_system_id", name="uq_server_bmc"),
@@ -46,14 +46,14 @@ class Server(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow, sa_column=tz_column(nullable=False, default=utcnow))
 
 
-class ServerTag(SQLModel, table=True):
+class ServerTag(TableModel, table=True):
     __tablename__ = "server_tag"
 
     server_id: int = Field(foreign_key="server.id", ondelete="CASCADE", primary_key=True)
     tag: str = Field(primary_key=True, index=True)
 
 
-class Nic(SQLModel, table=True):
+class Nic(TableModel, table=True):
     __tablename__ = "nic"
     __table_args__ = (UniqueConstraint("server_id", "name", name="uq_nic_server_name"),)
 
@@ -63,7 +63,7 @@ class Nic(SQLModel, table=True):
     mac: str | None = Field(default=None, unique=True)  # lower-case, colon separated
 
 
-class AcceleratorBoard(SQLModel, table=True):
+class AcceleratorBoard(TableModel, table=True):
     __tablename__ = "accelerator_board"
     __table_args__ = (UniqueConstraint("server_id", "slot", name="uq_board_server_slot"),)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import JSON, CheckConstraint, Column, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
+
+from fleetctl.models.base import TableModel
 
 
-class Site(SQLModel, table=True):
+class Site(TableModel, table=True):
     __tablename__ = "site"
 
     id: int | None = Field(default=None, primary_key=True)
@@ -19,7 +21,7 @@ class Site(SQLModel, table=True):
     provisioning: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
 
 
-class Rack(SQLModel, table=True):
+class Rack(TableModel, table=True):
     __tablename__ = "rack"
     __table_args__ = (
         UniqueConstraint("site_id", "name", name="uq_rack_site_name"),
@@ -35,7 +37,7 @@ class Rack(SQLModel, table=True):
     power_budget_w: int | None = None
 
 
-class RackUnit(SQLModel, table=True):
+class RackUnit(TableModel, table=True):
     """One occupied rack unit.
 
     The primary key is what makes "no two devices in the same unit" a

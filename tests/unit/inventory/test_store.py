@@ -96,7 +96,7 @@ def test_a_long_error_is_not_wrapped(cli, tmp_path):
 def test_rack_unit_primary_key_refuses_two_devices_in_one_unit(base_loaded):
     from fleetctl.store import get_engine
 
-    ru, srv = RackUnit.__table__, Server.__table__  # type: ignore[attr-defined]
+    ru, srv = RackUnit.__table__, Server.__table__
     engine = get_engine(base_loaded)
     with engine.connect() as c:
         units = {(r.unit, r.server_id, r.switch_id) for r in c.execute(select(ru))}
