@@ -6,14 +6,20 @@ another, sees "locked by WHO since WHEN for WHAT". The lock is a row update
 that succeeds only where ``reservation IS NULL``, so it works the same on
 SQLite and PostgreSQL. A worker that dies leaves its lock: `fleetctl server
 unlock` (or ``break_stale``) recovers it once its owner is gone.
+
+Who holds a lock travels as a :class:`Holder` and a refusal as a
+:class:`Refused` (holder, since, purpose); the text is made from them only
+where a person reads it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
@@ -22,34 +28,82 @@ from fleetctl.errors import Locked
 from fleetctl.store import immediate
 
 
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lock: ``user:host:pid`` in the reservation column.
+
+    ``host`` and ``pid`` are None when the stored value is not of that form
+    (a lock taken by hand): such a holder is never taken for gone.
+    """
+
+    user: str
+    host: str | None = None
+    pid: int | None = None
+
+    @classmethod
+    def parse(cls, value: str) -> Holder:
+        parts = value.rsplit(":", 2)
+        if len(parts) == 3 and parts[2].isdigit() and str(int(parts[2])) == parts[2]:
+            return cls(parts[0], parts[1], int(parts[2]))
+        return cls(value)
+
+    @classmethod
+    def me(cls) -> Holder:
+        """This process."""
+        from fleetctl.inventory.service import actor
+
+        return cls(actor(), socket.gethostname(), os.getpid())
+
+    def alive(self) -> bool | None:
+        """Whether the process holding the lock still runs (None: another host, or unknown)."""
+        if self.host is None or self.pid is None or self.host != socket.gethostname():
+            return None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except (PermissionError, OverflowError):
+            return True
+        return True
+
+    def __str__(self) -> str:
+        return self.user if self.host is None else f"{self.user}:{self.host}:{self.pid}"
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why a server could not be locked: who holds it since when for what (holder None: no such server)."""
+
+    server: str
+    holder: Holder | None = None
+    since: dt.datetime | None = None
+    purpose: str | None = None
+
+    @property
+    def stale(self) -> bool:
+        """Held by a process of this host that is gone: safe to recover."""
+        return self.holder is not None and self.holder.alive() is False
+
+    def __str__(self) -> str:
+        if self.holder is None:
+            return "no such server"
+        since = self.since.isoformat(timespec="seconds") if self.since else "?"
+        return f"locked by {self.holder} since {since} for {self.purpose}"
+
+
 def owner_id() -> str:
     """Who holds a lock: user, host and pid, so a dead owner can be recognised."""
-    from fleetctl.inventory.service import actor
-
-    return f"{actor()}:{socket.gethostname()}:{os.getpid()}"
+    return str(Holder.me())
 
 
-def _owner_alive(owner: str) -> bool | None:
-    """Whether the process holding a lock still runs (None: another host, unknown)."""
-    parts = owner.rsplit(":", 2)
-    if len(parts) != 3 or parts[1] != socket.gethostname():
-        return None
-    try:
-        os.kill(int(parts[2]), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError):
-        return True
-    return True
-
-
-def try_lock(engine: Any, names: list[str], *, purpose: str, owner: str | None = None) -> tuple[list[str], dict[str, str]]:
+def try_lock(engine: Any, names: list[str], *, purpose: str, owner: str | None = None) -> tuple[list[str], dict[str, Refused]]:
     """Lock what can be locked; return (locked, {name: why not})."""
     from fleetctl.models.base import utcnow
     from fleetctl.store import tables as T
 
     owner = owner or owner_id()
-    got, refused = [], {}
+    got: list[str] = []
+    refused: dict[str, Refused] = {}
     for name in names:
         with immediate(engine) as conn:
             n = conn.execute(
@@ -64,10 +118,9 @@ def try_lock(engine: Any, names: list[str], *, purpose: str, owner: str | None =
                 select(T.server.c.reservation, T.server.c.reserved_at, T.server.c.reserved_for).where(T.server.c.name == name)
             ).first()
         if row is None:
-            refused[name] = "no such server"
+            refused[name] = Refused(name)
         else:
-            since = row.reserved_at.isoformat(timespec="seconds") if row.reserved_at else "?"
-            refused[name] = f"locked by {row.reservation} since {since} for {row.reserved_for}"
+            refused[name] = Refused(name, Holder.parse(row.reservation), row.reserved_at, row.reserved_for)
     return got, refused
 
 
@@ -98,21 +151,22 @@ def acquire(engine: Any, names: list[str], *, purpose: str) -> Iterator[list[str
         release(engine, got, owner=owner)
 
 
-def break_lock(engine: Any, name: str, *, force: bool = False) -> str | None:
-    """Clear a lock whose owner is gone (or any, with force); return the old owner."""
+def break_lock(engine: Any, name: str, *, force: bool = False) -> Holder | None:
+    """Clear a lock whose owner is gone (or any, with force); return the old holder."""
     from fleetctl.store import tables as T
 
     with immediate(engine) as conn:
         row = conn.execute(select(T.server.c.reservation).where(T.server.c.name == name)).first()
         if row is None or row.reservation is None:
             return None
-        alive = _owner_alive(row.reservation)
+        holder = Holder.parse(row.reservation)
+        alive = holder.alive()
         if alive and not force:
-            raise Locked(f"{name} is locked by {row.reservation}, which is still running; stop it, or give --force")
+            raise Locked(f"{name} is locked by {holder}, which is still running; stop it, or give --force")
         if alive is None and not force:
-            raise Locked(f"{name} is locked by {row.reservation} on another host; give --force if you know it is gone")
+            raise Locked(f"{name} is locked by {holder} on another host; give --force if you know it is gone")
         conn.execute(
             update(T.server).where(T.server.c.name == name, T.server.c.reservation == row.reservation)
             .values(reservation=None, reserved_at=None, reserved_for=None)
         )  # fmt: skip
-        return row.reservation
+        return holder

@@ -147,7 +147,7 @@ class Journal:
             job_id = conn.execute(
                 insert(Job.__table__).values(kind=kind, target=target, state=JobState.RUNNING.value, actor=actor, args=args,
                                              created_at=utcnow())  # fmt: skip
-            ).inserted_primary_key[0]
+            ).inserted_primary_key[0]  # type: ignore[index]
         return cls(engine, job_id, actor, kind=kind, prefix=prefix)
 
     # --- reading back ---------------------------------------------------
@@ -191,7 +191,7 @@ class Journal:
                     job_id=self.job_id, server_id=server_id, name=self.prefix + name, state=state.value, started_at=now,
                     finished_at=now if finished else None, output=dump(output), error=error,
                 )
-            ).inserted_primary_key[0]
+            ).inserted_primary_key[0]  # type: ignore[index]
 
     def begin_pass(self, server_id: int, detail: dict[str, Any]) -> None:
         """Start a new pass over a server: steps journaled before it no longer count as done."""

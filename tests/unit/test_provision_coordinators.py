@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
 
-from fleetctl.workflows.provision import AnsibleBatcher, PowerGate, StepFailed
+from fleetctl.workflows.provision.coordinators import AnsibleBatcher, PowerGate
+from fleetctl.workflows.provision.model import StepFailed
 
 
 def test_power_gate_staggers_starts_and_keeps_the_budget() -> None:
@@ -30,7 +32,7 @@ def test_power_gate_staggers_starts_and_keeps_the_budget() -> None:
     starts, refused = asyncio.run(main())
     # 500 W drawing + 1000 + 1000 = 2500; a third 1000 W would make 3500: still in; the fourth was drawing already.
     assert [n for n, _ in starts] == ["a", "b", "c", "d"]
-    gaps = [b - a for (_, a), (_, b) in zip(starts, starts[1:])]
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(starts)]
     assert all(g >= 0.18 for g in gaps), gaps
     assert not refused
 
@@ -79,8 +81,12 @@ def test_ansible_batches_start_when_everybody_arrived_or_after_the_window() -> N
 def test_ansible_batch_starts_at_once_when_nobody_else_is_coming() -> None:
     runs: list[list[str]] = []
 
+    def run(names: list[str]) -> dict[str, str]:
+        runs.append(names)
+        return {n: n for n in names}
+
     async def main() -> float:
-        b = AnsibleBatcher(window_s=30, run=lambda names: runs.append(names) or {n: n for n in names})
+        b = AnsibleBatcher(window_s=30, run=run)
         b.expect("a")
         b.expect("b")
         t0 = time.monotonic()

@@ -1,0 +1,122 @@
+"""What provisioning reads before it starts (the inventory, per server) and how it reaches an installed OS."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sqlalchemy import select
+
+from fleetctl.workflows.provision.model import BMC_NIC_NAMES, PROVISIONING_DEFAULTS, ServerCtx
+
+
+def load_contexts(conn: Any, names: list[str]) -> dict[str, ServerCtx]:
+    """Everything the steps need per server, in a few queries."""
+    from fleetctl.inventory.ansible import _hosts
+    from fleetctl.inventory.queries import site_provisioning
+    from fleetctl.store import tables as T
+    from fleetctl.targets import resolve
+    from fleetctl.workflows.network import port_plan
+
+    refs = {r.name: r for r in resolve(conn, names)}
+    q = (
+        select(T.server.c.id, T.server.c.name, T.server.c.state, T.rack.c.name.label("rack"), T.site.c.name.label("site"),
+               T.hardware_model.c.name.label("model"), T.hardware_model.c.id.label("model_id"), T.hardware_model.c.board_kind,
+               T.hardware_model.c.board_count, T.hardware_model.c.power_peak_w, T.bios_profile.c.attributes)
+        .join(T.rack, T.rack.c.id == T.server.c.rack_id)
+        .join(T.site, T.site.c.id == T.rack.c.site_id)
+        .join(T.hardware_model, T.hardware_model.c.id == T.server.c.model_id)
+        .outerjoin(T.bios_profile, T.bios_profile.c.name == T.hardware_model.c.bios_profile)
+        .where(T.server.c.name.in_(names))
+    )
+    rows = {r.name: r for r in conn.execute(q)}
+    baseline: dict[int, dict[str, str]] = {}
+    for r in conn.execute(select(T.firmware_baseline)):
+        baseline.setdefault(r.model_id, {})[r.component] = r.version
+    plan = port_plan(conn, servers=set(names))
+    ports: dict[str, list[Any]] = {}
+    for wants in plan.values():
+        for w in wants:
+            server, _, nic = w.who.partition("/")
+            if nic.lower() not in BMC_NIC_NAMES:
+                ports.setdefault(server, []).append(w)
+    provs: dict[str, dict[str, Any]] = {}
+    hosts = _hosts(conn, servers_only=set(names))
+    out = {}
+    for name in names:
+        r = rows[name]
+        if r.site not in provs:
+            provs[r.site] = {**PROVISIONING_DEFAULTS, **(site_provisioning(conn, r.site) or {})}
+        h = hosts.get(name, {"vars": {}, "groups": []})
+        out[name] = ServerCtx(
+            id=r.id, name=name, state=r.state, site=r.site, rack=f"{r.site}/{r.rack}", model=r.model,
+            board_kind=r.board_kind, board_count=r.board_count or 0, peak_w=r.power_peak_w or 0,
+            baseline=baseline.get(r.model_id, {}), bios=dict(r.attributes or {}), ports=ports.get(name, []),
+            prov=provs[r.site], groups=list(h["groups"]), hostvars=dict(h["vars"]), bmc_ref=refs[name],
+        )  # fmt: skip
+    return out
+
+
+def host_endpoint(ctx: ServerCtx) -> dict[str, Any]:
+    """How to reach a server's installed OS, as the inventory says.
+
+    The server's ``host`` (``host[:port]``, in the Ansible variables as
+    ansible_host/ansible_port) or its name on port 22; the site's SSH user and
+    key. With the site's ``known_hosts`` the host key is checked strictly
+    against that file; without it, a freshly installed host's new key is
+    accepted on first contact into fleetctl's own known_hosts, and checked
+    from then on.
+    """
+    from fleetctl.config import data_dir
+
+    known = ctx.prov.get("known_hosts")
+    return {"host": ctx.hostvars.get("ansible_host", ctx.name), "port": int(ctx.hostvars.get("ansible_port", 22)),
+            "user": ctx.prov["ssh_user"], "key_file": ctx.prov.get("ssh_key"),
+            "known_hosts": known or str(data_dir() / "known_hosts"), "strict": bool(known), "vars": {}}  # fmt: skip
+
+
+def ansible_hostvars(ctx: ServerCtx, ep: dict[str, Any]) -> dict[str, Any]:
+    kh = ep.get("known_hosts")
+    check = "yes" if ep.get("strict") else "accept-new"
+    common = f"-o StrictHostKeyChecking={check}" + (f" -o UserKnownHostsFile={kh}" if kh else "")
+    out = {**ctx.hostvars, "ansible_host": ep["host"], "ansible_port": ep["port"], "ansible_user": ep["user"],
+           "ansible_ssh_common_args": common, "ansible_ssh_pipelining": True}  # fmt: skip
+    if ep.get("key_file"):
+        out["ansible_ssh_private_key_file"] = ep["key_file"]
+    out.update(ep.get("vars") or {})
+    return out
+
+
+async def ssh_ready(ep: dict[str, Any], timeout: float = 10.0) -> str | None:
+    """None when the host lets us log in and run a command; else why not.
+
+    A cheap probe first (TCP and the SSH banner, no cryptography), so that
+    polling an installing host costs next to nothing; the login only once a
+    banner answers.
+    """
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(ep["host"], ep["port"]), timeout)
+    except (TimeoutError, OSError) as e:
+        return f"{ep['host']}:{ep['port']}: {e.__class__.__name__}"
+    try:
+        banner = await asyncio.wait_for(reader.readline(), timeout)
+    except (TimeoutError, OSError):
+        banner = b""
+    finally:
+        writer.close()
+    if not banner.startswith(b"SSH-"):
+        return f"{ep['host']}:{ep['port']}: no SSH banner"
+    import asyncssh
+
+    keys = [ep["key_file"]] if ep.get("key_file") else ()
+    kh = ep.get("known_hosts") if ep.get("strict") else None
+    try:
+        async with asyncssh.connect(ep["host"], port=ep["port"], username=ep["user"], client_keys=keys or None,
+                                    known_hosts=kh, agent_path=None, connect_timeout=timeout) as conn:  # fmt: skip
+            done = await asyncio.wait_for(conn.run("true", check=False), timeout)
+            if done.exit_status != 0:
+                return f"`true` exited {done.exit_status}"
+    except (TimeoutError, OSError, asyncssh.Error) as e:
+        return f"ssh {ep['user']}@{ep['host']}:{ep['port']}: {e}"
+    return None
+

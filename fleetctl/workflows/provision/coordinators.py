@@ -1,0 +1,210 @@
+"""What the servers of one provisioning run share, each behind a small coordinator.
+
+- :class:`PowerGate`: a rack's power budget and the stagger between two starts;
+- :class:`SwitchBatcher`: the port moves for one switch that arrive together
+  share its SSH sessions (a rack's servers reach the VLAN steps at about the
+  same time);
+- :class:`AnsibleBatcher`: one ansible-playbook run per batch of servers that
+  reached the ``ansible`` step together.
+
+They run in the workflow's event loop; what blocks (a switch's CLI, an
+ansible-runner run) runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fleetctl.errors import FleetError
+from fleetctl.workflows.provision.model import StepFailed
+
+
+class PowerGate:
+    """Admit power-ons one rack at a time: within the budget, ``stagger_s`` apart.
+
+    A server already drawing power (found on) adds nothing when it is cycled,
+    but its restart still takes a stagger slot (inrush). Draw only grows
+    during a run (servers stay on), so a server that does not fit now never
+    will: it is refused at once with the figures.
+    """
+
+    def __init__(self, budgets: dict[str, int | None], drawing: dict[str, int], stagger_s: float) -> None:
+        self.budgets = budgets
+        self.draw = dict(drawing)  # rack -> counted watts
+        self.stagger_s = stagger_s
+        self.next_start: dict[str, float] = {}
+        self.locks: dict[str, asyncio.Lock] = {}
+
+    async def admit(self, rack: str, peak_w: int, *, already_drawing: bool) -> float:
+        """Wait for this server's slot; return the draw counted for the rack after it."""
+        lock = self.locks.setdefault(rack, asyncio.Lock())
+        async with lock:
+            budget = self.budgets.get(rack)
+            current = self.draw.get(rack, 0)
+            add = 0 if already_drawing else peak_w
+            if budget is not None and current + add > budget:
+                raise StepFailed(f"rack {rack} would draw {current + add} W at peak, over its {budget} W budget")
+            wait = self.next_start.get(rack, 0.0) - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self.draw[rack] = current + add
+            self.next_start[rack] = time.monotonic() + self.stagger_s
+            return self.draw[rack]
+
+
+class SwitchBatcher:
+    """Port moves per switch, coalesced: what arrives within a window shares one SSH session."""
+
+    def __init__(self, switches: dict[str, Any], window_s: float, *, protected: dict[str, set[str]], sessions: int = 8) -> None:
+        self.switches = switches  # name -> SwitchRef
+        self.window_s = window_s
+        self.protected = protected
+        self.sessions = sessions  # SSH sessions per switch at once
+        self.pending: dict[str, list[tuple[str, Any, bool, asyncio.Future[Any]]]] = {}
+        self.flushers: dict[str, asyncio.Task[None]] = {}
+        self.sessions_opened = 0
+        self.work_s: dict[tuple[str, str], float] = {}  # the last change's own seconds, per port
+
+    async def change(self, switch: str, port: str, wanted: Any, *, force: bool) -> Any:
+        """Apply one port change (read, diff, apply, read back, verify, roll back); the PortChange."""
+        if switch not in self.switches:
+            raise StepFailed(f"switch {switch} is not in the inventory")
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending.setdefault(switch, []).append((port, wanted, force, fut))
+        if switch not in self.flushers or self.flushers[switch].done():
+            self.flushers[switch] = asyncio.create_task(self._flush(switch))
+        return await fut
+
+    async def _flush(self, switch: str) -> None:
+        await asyncio.sleep(self.window_s)
+        while self.pending.get(switch):
+            work, self.pending[switch] = self.pending[switch], []
+            try:
+                results = await asyncio.to_thread(self._apply, switch, [(p, w, f) for p, w, f, _ in work])
+            except Exception as e:  # noqa: BLE001 - every waiter gets the reason
+                for *_, fut in work:
+                    if not fut.done():
+                        fut.set_exception(e if isinstance(e, FleetError) else StepFailed(f"{switch}: {e}"))
+                continue
+            for (_, _, _, fut), res in zip(work, results, strict=True):
+                if fut.done():
+                    continue
+                if isinstance(res, Exception):
+                    fut.set_exception(res)
+                else:
+                    fut.set_result(res)
+
+    def _apply(self, switch: str, work: list[tuple[str, Any, bool]]) -> list[Any]:
+        """Apply the ports' changes over up to ``sessions`` SSH sessions to the switch at once.
+
+        A port change waits on the switch's CLI far more than it computes
+        (read, configure, read back), so a rack's 40 ports go through several
+        sessions side by side; each session takes the next port still to do.
+        Switches allow several management sessions (SONiC's sshd 10, EOS more).
+        """
+        import threading
+
+        from fleetctl.plugins import driver_for
+        from fleetctl.targets import switch_targets
+
+        targets, unreachable = switch_targets([self.switches[switch]])
+        if not targets:
+            raise StepFailed(f"{switch}: {unreachable.get(switch, 'unreachable')}")
+        protected = self.protected.get(switch, set())
+        queue = list(enumerate(work))
+        results: list[Any] = [None] * len(work)
+        lock = threading.Lock()
+
+        def op(sw: Any) -> None:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    i, (port, wanted, force) = queue.pop(0)
+                t0 = time.monotonic()
+                try:
+                    results[i] = sw.apply_port_change(port, wanted, protected=protected, force=force)
+                except FleetError as e:  # one refused port does not stop the others
+                    results[i] = StepFailed(f"{switch} {port}: {e}")
+                self.work_s[(switch, port)] = time.monotonic() - t0
+
+        k = max(1, min(self.sessions, len(work)))
+        self.sessions_opened += k
+        # The switch's own driver (its hardware model names it), k sessions to the same switch.
+        outcomes = driver_for("switch", targets[0]).sweep(targets * k, op, concurrency=k)
+        errors = [o.error for o in outcomes if not o.ok]
+        return [r if r is not None else StepFailed(f"{switch}: {errors[0] if errors else 'not done'}") for r in results]
+
+
+class AnsibleBatcher:
+    """Servers reaching step 9 together share one ansible-playbook run.
+
+    A batch starts when every server still working has reached the step
+    (nobody else is coming), or ``window_s`` after its first server arrived.
+    Servers arriving while a batch runs form the next one; batches may run
+    side by side.
+    """
+
+    def __init__(self, window_s: float, run: Callable[[list[str]], Any]) -> None:
+        self.window_s = window_s
+        self.run = run  # blocking: {name: HostOutcome}
+        self.expected: set[str] = set()  # servers that may still arrive
+        self.pending: dict[str, asyncio.Future[Any]] = {}
+        self.timer: asyncio.Task[None] | None = None
+        self.batches: list[list[str]] = []
+        self.started: dict[str, float] = {}  # when each server's batch started
+        self.running: set[asyncio.Task[None]] = set()
+
+    def expect(self, name: str) -> None:
+        self.expected.add(name)
+
+    def gone(self, name: str) -> None:
+        """A server that will not arrive (failed, or step 9 already done)."""
+        self.expected.discard(name)
+        self._maybe_now()
+
+    async def submit(self, name: str) -> Any:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[name] = fut
+        self.expected.discard(name)
+        if self.timer is None or self.timer.done():
+            self.timer = asyncio.create_task(self._after_window())
+        self._maybe_now()
+        return await fut
+
+    def _maybe_now(self) -> None:
+        if self.pending and not self.expected:
+            self._start()
+
+    async def _after_window(self) -> None:
+        await asyncio.sleep(self.window_s)
+        if self.pending:
+            self._start()
+
+    def _start(self) -> None:
+        batch, self.pending = self.pending, {}
+        now = time.monotonic()
+        self.started.update(dict.fromkeys(batch, now))
+        if self.timer is not None and not self.timer.done() and self.timer is not asyncio.current_task():
+            self.timer.cancel()
+        self.timer = None
+        self.batches.append(sorted(batch))
+        task = asyncio.create_task(self._run(batch))
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+
+    async def _run(self, batch: dict[str, asyncio.Future[Any]]) -> None:
+        try:
+            results = await asyncio.to_thread(self.run, sorted(batch))
+        except Exception as e:  # noqa: BLE001 - every host of the batch gets the reason
+            for fut in batch.values():
+                if not fut.done():
+                    fut.set_exception(e if isinstance(e, FleetError) else StepFailed(f"ansible run failed: {e}"))
+            return
+        for name, fut in batch.items():
+            if not fut.done():
+                fut.set_result(results.get(name))
+
