@@ -220,7 +220,9 @@ def switch_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]
     from fleetctl.interfaces.switch import SwitchTarget
 
     creds = _Credentials()
-    limits = _limits()
+    # An SSH session has a timeout and no retries of its own (a switch command
+    # is never replayed blindly): FLEETCTL_BMC_RETRIES does not apply.
+    limits = {k: v for k, v in _limits().items() if k == "timeout"}
     targets, unreachable = [], {}
     for s in switches:
         cred = creds.get(s.credential)

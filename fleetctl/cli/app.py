@@ -192,6 +192,7 @@ def _fail(message: str, code: int) -> None:
 def main() -> None:
     from fleetctl.errors import FleetError
 
+    cli_state.fleet = None  # main() may run more than once in a process (tests)
     try:
         app(prog_name="fleetctl")
     except FleetError as e:

@@ -50,7 +50,7 @@ def show(
             pending = {k: v for k, v in pending.items() if k in attribute}
         return {"attributes": attrs, "pending": pending}
 
-    execute(resolve(targets), op, kind="bios.show", targets=targets, output=output,
+    execute(resolve(targets, output), op, kind="bios.show", targets=targets, output=output,
             describe=lambda v: {"attributes": json.dumps(v["attributes"], sort_keys=True),
                                 "pending": json.dumps(v["pending"], sort_keys=True) if v["pending"] else ""})  # fmt: skip
 
@@ -117,7 +117,7 @@ def set_(
     from fleetctl.cli.bmcrun import refuse_in_service, resolve
 
     wanted = _settings(settings)
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     if apply:
         refuse_in_service(servers, allow_in_service)
     _bring_to(servers, lambda _name: wanted, apply=apply, dry_run=dry_run, kind="bios.set", targets=targets,
@@ -140,7 +140,7 @@ def apply_profile(
     from fleetctl.errors import InputError
     from fleetctl.store import tables as T
 
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     if apply:
         refuse_in_service(servers, allow_in_service)
     with conn() as c:

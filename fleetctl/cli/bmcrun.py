@@ -16,12 +16,15 @@ import typer
 from fleetctl.cli.output import Format
 
 
-def resolve(targets: list[str]) -> list[Any]:
-    from fleetctl.cli.common import conn
+def resolve(targets: list[str], output: Format = Format.table) -> list[Any]:
+    """The servers the TARGETs name, after saying which fleet they belong to."""
+    from fleetctl.cli.common import announce_fleet, conn
     from fleetctl.targets import resolve as resolve_targets
 
     with conn() as c:
-        return resolve_targets(c, targets)
+        servers = resolve_targets(c, targets)
+    announce_fleet(len(servers), "server", output)
+    return servers
 
 
 def refuse_in_service(servers: list[Any], allow: bool) -> None:

@@ -148,7 +148,7 @@ def check(
     from fleetctl.store import tables as T
     from fleetctl.workflows.accel import check as judge
 
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     expect: dict[str, tuple[str | None, int]] = {}
     baseline: dict[str, dict[str, str]] = {}
     with conn() as c:

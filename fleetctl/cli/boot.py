@@ -31,7 +31,7 @@ def show(targets: TargetsArg, output: OutputOpt = Format.table) -> None:
     async def op(bmc):  # type: ignore[no-untyped-def]
         return await bmc.boot.get()
 
-    execute(resolve(targets), op, kind="boot.show", targets=targets, output=output,
+    execute(resolve(targets, output), op, kind="boot.show", targets=targets, output=output,
             describe=lambda b: {"device": str(b.device), "persistent": b.persistent, "mode": b.mode,
                                 "uefi_target": b.uefi_target})  # fmt: skip
 
@@ -54,7 +54,7 @@ def set_(
         raise InputError("goes with --device uefi, and --device uefi needs it", field="--uefi-target")
     wanted = {Device.pxe: BootDevice.PXE, Device.cd: BootDevice.CD, Device.hdd: BootDevice.HDD,
               Device.uefi: BootDevice.UEFI_TARGET, Device.bios: BootDevice.BIOS_SETUP, Device.none: BootDevice.NONE}[device]  # fmt: skip
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     if dry_run:
         for s in servers:
             typer.echo(f"would set {s.name} to boot from {device.value} ({'every boot' if persistent else 'next boot'})")

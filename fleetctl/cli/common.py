@@ -20,6 +20,31 @@ def conn():  # type: ignore[no-untyped-def]
     return get_engine().connect()
 
 
+def fleet_label() -> str:
+    """The selected database as operators name it: a SQLite path, or a URL without its password."""
+    from sqlalchemy.engine import make_url
+
+    from fleetctl.config import database_url
+
+    url = make_url(database_url())
+    if url.drivername.startswith("sqlite"):
+        return url.database or ":memory:"
+    return url.render_as_string(hide_password=True)
+
+
+def announce_fleet(count: int, noun: str, output: Format) -> None:
+    """Say which fleet a device command acts on, before it touches anything.
+
+    The first line of a table's output (on stderr for machine formats, whose
+    rows carry a ``fleet`` field instead): an operator with a lab running
+    beside the real fleet sees at once which one the command goes to.
+    """
+    from fleetctl.cli import state
+
+    state.fleet = fleet_label()
+    typer.echo(f"fleet: {state.fleet} ({count} {noun}{'' if count == 1 else 's'})", err=output != Format.table)
+
+
 def show_plan(plan: Any, fmt: Format = Format.table, *, dry_run: bool) -> None:
     """Print what a change did (or would do)."""
     import json

@@ -24,7 +24,7 @@ def list_(targets: TargetsArg, output: OutputOpt = Format.table) -> None:
     from fleetctl.inventory.queries import fb_t, srv_t
     from fleetctl.workflows.firmware import baseline_key
 
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     with conn() as c:
         baseline: dict[str, dict[str, str]] = {}
         for r in c.execute(select(srv_t.c.name, fb_t.c.component, fb_t.c.version).join(fb_t, fb_t.c.model_id == srv_t.c.model_id)):
@@ -83,7 +83,7 @@ def update(
         raise InputError(f"{image_base!r} is not an http(s) URL", field="--image-base")
     if canary < 1 or batch < 1:
         raise InputError("--canary and --batch take positive numbers", field="--batch")
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     refuse_in_service(servers, allow_in_service)
     want: dict[str, dict[str, str]] = {}
     with conn() as c:

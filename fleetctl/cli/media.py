@@ -22,7 +22,7 @@ def show(targets: TargetsArg, output: OutputOpt = Format.table) -> None:
     async def op(bmc):  # type: ignore[no-untyped-def]
         return await bmc.media.slots()
 
-    execute(resolve(targets), op, kind="media.show", targets=targets, output=output,
+    execute(resolve(targets, output), op, kind="media.show", targets=targets, output=output,
             describe=lambda slots: {"slots": "; ".join(f"{m.slot}: {m.image or '(empty)'}" for m in slots)})  # fmt: skip
 
 
@@ -40,7 +40,7 @@ def insert(
 
     if not image.startswith(("http://", "https://", "nfs://", "cifs://")):
         raise InputError(f"{image!r} is not a URL the BMC can fetch (http, https, nfs, cifs)", field="--image")
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     if dry_run:
         for s in servers:
             typer.echo(f"would insert {image} into {s.name}")
@@ -58,7 +58,7 @@ def eject(targets: TargetsArg, slot: SlotOpt = None, dry_run: DryRunOpt = False,
     """Eject whatever is in each server's virtual CD."""
     from fleetctl.cli.bmcrun import execute, resolve
 
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     if dry_run:
         for s in servers:
             typer.echo(f"would eject the virtual media of {s.name}")

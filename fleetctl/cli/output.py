@@ -47,7 +47,13 @@ def emit(
 
     ``columns`` picks and orders what the table and CSV show (JSON and YAML
     carry every key); ``styles`` maps a column to a function value -> rich style.
+    A device command's rows carry the fleet it acted on (``fleet``) in the
+    machine formats; its table's first line named it already.
     """
+    fleet = _fleet()
+    if fleet and fmt != Format.table:
+        rows = [{"fleet": fleet, **r} for r in rows]
+        columns = ["fleet", *columns] if columns else None
     if fmt == Format.json:
         sys.stdout.write(json.dumps(rows, indent=2, default=str) + "\n")
         return
@@ -85,6 +91,12 @@ def emit(
         out.print("(nothing)" if not title else f"{title}: (nothing)")
 
 
+def _fleet() -> str | None:
+    from fleetctl.cli import state
+
+    return state.fleet
+
+
 def _escape(text: str) -> str:
     from rich.markup import escape
 
@@ -93,6 +105,9 @@ def _escape(text: str) -> str:
 
 def emit_one(obj: dict[str, Any], fmt: Format) -> None:
     """Print one object: key/value lines for people, the object for scripts."""
+    fleet = _fleet()
+    if fleet and fmt != Format.table:
+        obj = {"fleet": fleet, **obj}
     if fmt in (Format.json, Format.yaml):
         if fmt == Format.json:
             sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")

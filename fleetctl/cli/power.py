@@ -29,7 +29,7 @@ def status(targets: TargetsArg, output: OutputOpt = Format.table) -> None:
     async def op(bmc):  # type: ignore[no-untyped-def]
         return await bmc.power.state()
 
-    execute(resolve(targets), op, kind="power.status", targets=targets, output=output,
+    execute(resolve(targets, output), op, kind="power.status", targets=targets, output=output,
             describe=lambda v: {"power": str(v)}, columns=["server", "ok", "power", "error", "elapsed"])  # fmt: skip
 
 
@@ -55,7 +55,7 @@ def on(
     from fleetctl.targets import resolve as resolve_targets
     from fleetctl.workflows.power import plan_power_on, power_figures
 
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     with conn() as c:
         by_server, budgets, members = power_figures(c, [s.name for s in servers])
         rack_members = resolve_targets(c, sorted({n for ms in members.values() for n, _ in ms}))
@@ -106,7 +106,7 @@ def _disruptive(targets: list[str], *, verb: str, kind: str, allow_in_service: b
     """Off, cycle, restart: refuse servers in service, honour --dry-run, run and summarise."""
     from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
 
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     refuse_in_service(servers, allow_in_service)
     if dry_run:
         return _dry(servers, verb)

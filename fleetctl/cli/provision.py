@@ -47,7 +47,7 @@ def command(
                                  ("--poll", poll, poll > 0, "> 0")):  # fmt: skip
         if not ok:
             raise InputError(f"{value} is not {rule}", field=opt)
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     in_service = [s.name for s in servers if s.state == "in-service"]
     if reprovision and in_service and not dry_run and not yes:
         if not sys.stdin.isatty():

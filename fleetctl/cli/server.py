@@ -181,7 +181,7 @@ def inspect(
     from fleetctl.cli.output import emit
     from fleetctl.workflows.inspect import reconcile
 
-    servers = resolve(targets)
+    servers = resolve(targets, output)
 
     async def op(bmc):  # type: ignore[no-untyped-def]
         return await bmc.inventory.facts()
@@ -232,7 +232,7 @@ def health(
     from fleetctl.store import get_engine
     from fleetctl.store import tables as T
 
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     # The log cursor of each server: the newest entry seen by its last health run.
     cursors: dict[str, str | None] = {}
     if logs:

@@ -122,12 +122,15 @@ def remove(name: str, dry_run: DryRunOpt = False, reason: ReasonOpt = None) -> N
 SwitchTargetsArg = Annotated[list[str], typer.Argument(help="Switches, racks, sites, role=leaf, platform=eos, or all.")]
 
 
-def _resolve_switches(targets: list[str]) -> list:  # type: ignore[type-arg]
-    from fleetctl.cli.common import conn
+def _resolve_switches(targets: list[str], output: Format = Format.table) -> list:  # type: ignore[type-arg]
+    """The switches the TARGETs name, after saying which fleet they belong to."""
+    from fleetctl.cli.common import announce_fleet, conn
     from fleetctl.targets import resolve_switches
 
     with conn() as c:
-        return resolve_switches(c, targets)
+        switches = resolve_switches(c, targets)
+    announce_fleet(len(switches), "switch", output)
+    return switches
 
 
 def _finish(outcomes: list, output: Format, problems: int = 0, what: str = "with problems") -> None:  # type: ignore[type-arg]
@@ -144,7 +147,7 @@ def facts(targets: SwitchTargetsArg, output: OutputOpt = Format.table) -> None:
     from fleetctl.cli.output import emit
     from fleetctl.workflows.switch import run
 
-    switches = _resolve_switches(targets)
+    switches = _resolve_switches(targets, output)
     outcomes = run(switches, lambda sw: sw.get_facts(), kind="switch.facts", target_label=" ".join(targets))
     rows = [{"switch": o.server, "ok": o.ok, **(o.value.model_dump(exclude={"warnings"}) if o.ok else {}), "error": o.error} for o in outcomes]
     emit(rows, output, columns=["switch", "ok", "platform", "os_version", "model", "serial", "uptime_s", "error"])
@@ -160,7 +163,7 @@ def ports(switch: str, output: OutputOpt = Format.table) -> None:
     from fleetctl.inventory.queries import switch_detail
     from fleetctl.workflows.switch import run
 
-    switches = _resolve_switches([switch])
+    switches = _resolve_switches([switch], output)
     with conn() as c:
         planned = {p["port"]: p for p in switch_detail(c, switch)["ports"]}
     [outcome] = run(switches, lambda sw: sw.get_interfaces(), kind="switch.ports", target_label=switch)
@@ -213,7 +216,7 @@ def vlan_set(
         raise InputError("give exactly one of --access VLAN or --trunk LIST", field="--access")
     wanted = PortConfig(mode=PortMode.ACCESS, access_vlan=access, description=description) if access is not None else \
         PortConfig(mode=PortMode.TRUNK, trunk_vlans=trunk, description=description)  # fmt: skip
-    _change_ports(_resolve_switches([switch]), {switch: [(port, wanted, "by hand")]}, label=f"{switch} {port}",
+    _change_ports(_resolve_switches([switch], output), {switch: [(port, wanted, "by hand")]}, label=f"{switch} {port}",
                   kind="switch.vlan", force=force, save=save, dry_run=dry_run, output=output)  # fmt: skip
 
 
@@ -230,13 +233,13 @@ def apply_plan(
     from fleetctl.cli.common import conn
     from fleetctl.workflows.network import port_plan
 
-    servers = resolve(targets)
+    servers = resolve(targets, output)
     with conn() as c:
         plan = port_plan(c, servers={s.name for s in servers})
     if not plan:
         typer.echo("the plan cables no switch port to these servers")
         return
-    switches = _resolve_switches(sorted(plan))
+    switches = _resolve_switches(sorted(plan), output)
     work = {sw: [(p.port, p.config(), p.who) for p in wants] for sw, wants in plan.items()}
     _change_ports(switches, work, label=" ".join(targets), kind="switch.apply-plan", force=force, save=save, dry_run=dry_run, output=output)
 
@@ -320,7 +323,7 @@ def verify_cabling(
     from fleetctl.cli.output import emit
     from fleetctl.workflows.network import compare_lldp, expected_neighbours
 
-    switches = _resolve_switches(targets)
+    switches = _resolve_switches(targets, output)
     with conn() as c:
         expected = expected_neighbours(c, {s.name for s in switches})
     if snmp:
@@ -396,7 +399,7 @@ def poll(
     from fleetctl.cli.output import emit
     from fleetctl.workflows.network import expected_neighbours
 
-    switches = _resolve_switches(targets)
+    switches = _resolve_switches(targets, output)
     with conn() as c:
         cabled = {sw: set(ports) for sw, ports in expected_neighbours(c, {s.name for s in switches}).items()}
     pollers: dict = {}
