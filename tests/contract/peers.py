@@ -170,7 +170,7 @@ def fakenos_switches(hosts: dict[str, str], *, username: str = "admin", password
             plugins=[str(platforms / f"{p}.yaml") for p in sorted(set(hosts.values()))],
         )
         net.start()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a fakenos release that moved its files or changed its inventory
         pytest.skip(f"fakenos could not start: {type(e).__name__}: {e}")
     try:
         yield out
@@ -230,6 +230,13 @@ class NetnsSwitch:
     username: str
     password: str
     sshd_pid: int
+
+    @property
+    def target(self):  # type: ignore[no-untyped-def]
+        """The switch as fleetctl's driver reaches it (name ``sw1``, platform ``linux``)."""
+        from fleetctl.interfaces.switch import SwitchTarget
+
+        return SwitchTarget(name="sw1", host=self.host, platform="linux", username=self.username, password=self.password, timeout=15)
 
     def ping(self, src: str, dst_ip: str) -> bool:
         return nsx(self.hosts[src], "ping", "-c", "1", "-W", "1", "-q", dst_ip, check=False).returncode == 0
