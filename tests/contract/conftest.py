@@ -75,6 +75,27 @@ def lab_bmcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, di
 
 
 @pytest.fixture(scope="session")
+def lab_daemon_bmc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, Any], Any]]:
+    """(lab.json status, spec): one lab BMC served by the lab daemon, a process of its own.
+
+    Reached as an operator reaches it: URL and certificate pin from lab.json.
+    The daemon is stopped by its pid (``lab_down``) at the end of the session.
+    """
+    try:
+        from fleetctl_lab.bmc import generate_specs
+        from fleetctl_lab.daemon import lab_down, lab_up
+    except ImportError as e:
+        pytest.skip(f"fleetctl_lab.daemon not available: {e}")
+    (spec,) = generate_specs(1, prefix="ctd", flavours=("dell",))
+    state_dir = tmp_path_factory.mktemp("lab-daemon-contract")
+    status = lab_up([spec], state_dir, config={"power_transition_s": 0.1, "firmware_update_s": 0.3}, timeout=60)
+    try:
+        yield status, spec
+    finally:
+        lab_down(state_dir)
+
+
+@pytest.fixture(scope="session")
 def lab_switches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[str, Any]]]:
     """(running switch lab, {name: spec}): a lab EOS and a lab SONiC switch, SNMP off."""
     import importlib.util

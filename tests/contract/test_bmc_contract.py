@@ -5,7 +5,8 @@ hands out (``load_driver("bmc", "redfish")``) and its per-BMC capabilities
 (``bmc.power``, ``bmc.inventory`` ...):
 
 - the lab's simulated BMCs, one per vendor flavour (``fleetctl_lab.bmc``,
-  in-process, TLS with pinned certificates);
+  in-process, TLS with pinned certificates), and one served by the lab daemon
+  (a process of its own, reached through its lab.json);
 - sushy-tools (OpenStack's Redfish emulator, fake driver);
 - every recorded real BMC in ``shared/redfish-mockups`` (served read-only).
 
@@ -70,7 +71,7 @@ class Peer:
     """One BMC peer and what it supports.
 
     Attributes:
-        kind: ``lab`` (flavour = the lab's vendor flavour), ``sushy`` or ``mockup``
+        kind: ``lab`` (flavour = the lab's vendor flavour), ``lab-daemon``, ``sushy`` or ``mockup``
             (folder = the recording's folder in shared/redfish-mockups).
         caps: every capability of :data:`CAPABILITIES`: ``YES`` or ``Refused``.
         opens: False-y when the peer is refused at open (then ``caps`` is empty);
@@ -107,6 +108,7 @@ def _recorded(**overrides: Any) -> dict[str, Any]:
 PEERS: dict[str, Peer] = {
     # The lab: every capability, one BMC per vendor flavour (serial/model from the spec).
     **{f"lab-{f}": Peer("lab", flavour=f, caps=_all(), live_clock=True) for f in LAB_FLAVOURS},
+    "lab-daemon-dell": Peer("lab-daemon", flavour="dell", caps=_all(), live_clock=True),
     # sushy-tools 2.x, fake driver: see PEERS.md for what it does not do.
     "sushy": Peer(
         "sushy",
@@ -183,6 +185,13 @@ def target_of(request: pytest.FixtureRequest, name: str, cap: str = "facts") -> 
             password=spec.password,
             fingerprint=lab.fingerprint_of(spec.name),
             timeout=5,
+        )
+        return t, {"serial": spec.serial, "model": spec.model, "manufacturer": spec.manufacturer}
+    if peer.kind == "lab-daemon":
+        status, spec = request.getfixturevalue("lab_daemon_bmc")
+        info = status["servers"][spec.name]
+        t = BMCTarget(
+            name=name, url=info["url"], username=spec.username, password=spec.password, fingerprint=info["fingerprint"], timeout=5
         )
         return t, {"serial": spec.serial, "model": spec.model, "manufacturer": spec.manufacturer}
     if peer.kind == "sushy":
