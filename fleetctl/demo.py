@@ -8,6 +8,7 @@ command before its output, so the demo doubles as a tour.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -86,12 +87,17 @@ def main() -> None:
     sh("events", "list", "--limit", "5", env=env)
 
     step("6. The lab: a simulated BMC per server (HTTPS, its own certificate each), every switch, and the hosts")
+    print("The lab is a fleet of its own: it serves the demo fleet's servers and switches on its own addresses,")
+    print("writes that fleet into its own database, and says how to point the CLI at it.")
     env["FLEETCTL_LAB_DIR"] = str(demo_dir / "lab")
     # The example site's Kubernetes join token is `env:FLEETCTL_K8S_TOKEN`; the lab's kubeadm takes any well-formed one.
     env.setdefault("FLEETCTL_K8S_TOKEN", "demo00.0123456789abcdef")
     subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
     try:
-        sh("lab", "up", "--power-transition", "1", "--firmware-time", "0.5", "--install-time", "20", env=env)
+        up = sh("lab", "up", "--power-transition", "1", "--firmware-time", "0.5", "--install-time", "20", env=env)
+        export = [line for line in up.splitlines() if line.startswith("export FLEETCTL_DB=")][-1]
+        env["FLEETCTL_DB"] = shlex.split(export.removeprefix("export "))[0].partition("=")[2]
+        print(f"\033[1m$ {export}\033[0m")
         sh("server", "inspect", "rack-12", env=env, tail=6)
         sh("firmware", "list", "gpu-tyo1-r12-17", env=env, tail=4, expect=1)  # the GPUs are off their vbios baseline
 
@@ -121,6 +127,8 @@ def main() -> None:
         sh("switch", "poll", "leaf-tyo1-r12-a", "--interval", "2", env=env, expect=1)
     finally:
         subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
+        env["FLEETCTL_DB"] = str(db)
+    print(f"\n\033[1m$ export FLEETCTL_DB={db}\033[0m   # back to the demo fleet: the lab's work stayed in the lab's database")
 
     step("9. Export: the same site files back, byte for byte")
     first = sh("inventory", "export", "--output", "json", env=env, tail=0)
