@@ -73,6 +73,16 @@ def provision(target: str, env: dict[str, str], stagger: float, poll: float) -> 
     return doc, wall
 
 
+def lab_db(out: str) -> str:
+    """The lab's database, from the `export FLEETCTL_DB=...` line `fleetctl lab up` ends with."""
+    import shlex
+
+    lines = [x for x in out.splitlines() if x.startswith("export FLEETCTL_DB=")]
+    if not lines:
+        sys.exit(f"lab up printed no `export FLEETCTL_DB=` line: {out.strip()[-500:]}")
+    return shlex.split(lines[-1].removeprefix("export "))[0].partition("=")[2]
+
+
 def daemon_cpu(lab_dir: Path) -> tuple[float, float]:
     """(the lab daemon's own CPU seconds, its finished children's: the simulated hosts' commands)."""
     try:
@@ -103,8 +113,10 @@ def main() -> None:
         (t / "site.yaml").write_text(yaml.safe_dump(site(a.servers), sort_keys=False))
         run("inventory", "import", str(t / "site.yaml"), env=env)
         t0 = time.monotonic()
-        run("lab", "up", "--install-time", str(a.install_time), "--firmware-time", str(a.firmware_time),
-            "--power-transition", str(a.power_transition), env=env)  # fmt: skip
+        up = run("lab", "up", "--install-time", str(a.install_time), "--firmware-time", str(a.firmware_time),
+                 "--power-transition", str(a.power_transition), env=env)  # fmt: skip
+        # The lab is a fleet of its own: provision works on the lab's database, as its last line says.
+        env["FLEETCTL_DB"] = lab_db(up.stdout)
         print(f"lab up: {a.servers + 1} BMCs, hosts and 3+3 switches in {time.monotonic() - t0:.1f} s", flush=True)
         try:
             solo, _ = provision("s01/rack-02", env, a.stagger, a.poll)
