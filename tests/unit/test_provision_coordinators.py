@@ -1,10 +1,11 @@
-"""The provisioning workflow's coordinators: power gate and Ansible batches."""
+"""The provisioning workflow's coordinators: power gate, switch batches and Ansible batches."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import time
+from typing import Any
 
 import pytest
 
@@ -95,3 +96,51 @@ def test_ansible_batch_starts_at_once_when_nobody_else_is_coming() -> None:
 
     took = asyncio.run(main())
     assert runs == [["a", "b"]] and took < 5
+
+
+def test_switch_changes_go_through_the_driver_the_switch_names(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The batcher loads the switch's own driver (SwitchTarget.driver), never one by a fixed name."""
+    from dataclasses import dataclass
+
+    import fleetctl.plugins
+    import fleetctl.targets
+    from fleetctl.workflows.provision.coordinators import SwitchBatcher
+
+    @dataclass
+    class Target:
+        name: str
+        driver: str
+
+    @dataclass
+    class Outcome:
+        ok: bool
+        error: str | None = None
+
+    loaded: list[str] = []
+    applied: list[str] = []
+
+    class FakeSwitch:
+        def apply_port_change(self, port: str, wanted: Any, *, protected: set[str], force: bool) -> str:
+            applied.append(port)
+            return f"{port} -> {wanted}"
+
+        @classmethod
+        def sweep(cls, targets: list[Target], op: Any, *, concurrency: int) -> list[Outcome]:
+            for _ in targets:
+                op(cls())
+            return [Outcome(True) for _ in targets]
+
+    def driver_for(kind: str, target: Target) -> Any:
+        loaded.append(f"{kind}:{target.driver}")
+        return FakeSwitch
+
+    monkeypatch.setattr(fleetctl.plugins, "driver_for", driver_for)
+    monkeypatch.setattr(fleetctl.targets, "switch_targets", lambda refs: ([Target("leaf1", "eos-ish")], {}))
+
+    async def main() -> list[Any]:
+        b = SwitchBatcher({"leaf1": object()}, window_s=0.05, protected={}, sessions=2)
+        return await asyncio.gather(*(b.change("leaf1", p, 200, force=False) for p in ("Ethernet1", "Ethernet2", "Ethernet3")))
+
+    got = asyncio.run(main())
+    assert loaded == ["switch:eos-ish"] and sorted(applied) == ["Ethernet1", "Ethernet2", "Ethernet3"]
+    assert got == ["Ethernet1 -> 200", "Ethernet2 -> 200", "Ethernet3 -> 200"]
