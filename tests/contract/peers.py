@@ -62,12 +62,13 @@ def sushy_executable() -> str | None:
 
 
 @contextmanager
-def sushy_emulator(workdir: Path, systems: dict[str, tuple[str, str]]) -> Iterator[str]:
+def sushy_emulator(workdir: Path, systems: dict[str, tuple[str, str]], *, mac_prefix: str = "52:54:00:00:01") -> Iterator[str]:
     """sushy-emulator (fake driver, htpasswd with bcrypt, admin/secret) serving ``systems``.
 
     Args:
         workdir: a folder of its own (config, htpasswd, state, log).
         systems: name -> (uuid, initial power state 'On'/'Off').
+        mac_prefix: the systems' NICs are ``<mac_prefix>:<index, 2 hex digits>``.
 
     Yields:
         The emulator's base URL. Skips (saying why) when sushy-tools or bcrypt
@@ -90,7 +91,7 @@ def sushy_emulator(workdir: Path, systems: dict[str, tuple[str, str]]) -> Iterat
             "name": name,
             "power_state": power,
             "external_notifier": False,
-            "nics": [{"mac": f"52:54:00:00:01:{i:02x}", "ip": f"10.0.1.{i + 1}"}],
+            "nics": [{"mac": f"{mac_prefix}:{i:02x}", "ip": f"10.0.1.{i + 1}"}],
         }
         for i, (name, (uuid, power)) in enumerate(systems.items())
     ]

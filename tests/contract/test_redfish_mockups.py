@@ -22,7 +22,7 @@ from fleetctl.errors import DriverError, TLSMismatch
 from fleetctl.interfaces.bmc import BMCTarget, BootDevice, PowerState
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mockup_server import MockupServer, mockups_dir  # noqa: E402
+from mockup_server import MockupServer, mockups_dir
 
 MOCKUPS = mockups_dir()
 pytestmark = pytest.mark.skipif(
@@ -173,7 +173,7 @@ def test_hpe_media_slot_and_boot_and_logs(servers):
 
 def test_hpe_dl325_facts(servers):
     srv = servers("hpe-dl325-ilo5")
-    bmc, facts, health, firmware, manager, power = run(read_all(srv.url))
+    bmc, facts, health, firmware, manager, _power = run(read_all(srv.url))
     assert bmc.vendor == "hpe"
     assert (facts.serial, facts.model) == ("MXQ019020B", "ProLiant DL325 Gen10 Plus")
     assert facts.boards == []
@@ -236,7 +236,7 @@ def test_openbmc_facts_and_missing_sections(servers):
 
 def test_gigabyte_ami_facts(servers):
     srv = servers("gigabyte-ami")
-    bmc, facts, health, firmware, manager, power = run(read_all(srv.url))
+    bmc, facts, health, firmware, manager, _power = run(read_all(srv.url))
     assert bmc.vendor == "ami"
     assert (facts.serial, facts.model, facts.manufacturer) == ("GJG9NF512A000302", "H262-Z63-00", "GIGABYTE")
     assert facts.cpu_count == 2 and facts.memory_gib == 244
@@ -275,7 +275,7 @@ def test_gigabyte_ami_facts(servers):
 
 def test_dmtf_rackmount_new_schema_health(servers):
     srv = servers("dmtf-public-rackmount1")
-    bmc, facts, health, firmware, manager, power = run(read_all(srv.url))
+    _bmc, facts, health, firmware, manager, _power = run(read_all(srv.url))
     assert facts.vendor == "generic"
     assert (facts.serial, facts.model, facts.memory_gib) == ("437XR1138R2", "3500", 96)
     assert health.source.startswith("Subsystems")  # ThermalSubsystem/PowerSubsystem/Sensors beside Thermal/Power
@@ -293,7 +293,7 @@ def test_dmtf_rackmount_new_schema_health(servers):
             slots = {s.slot: s for s in await b.media.slots()}
             assert slots["CD1"].inserted and slots["CD1"].image == "redfish.dmtf.org/freeImages/freeOS.1.1.iso"
             # the recorded service is read-only: a write answers 405 and the operator sees why
-            with pytest.raises(RedfishError, match="HTTP 405.*read-only"):
+            with pytest.raises(RedfishError, match=r"HTTP 405.*read-only"):
                 await b.power.off(force=True)
 
     run(more())

@@ -14,21 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from fleetctl_drivers.redfish import RedfishDriver
+from peers import sushy_emulator
 
 from fleetctl.errors import AuthError, DriverError
 from fleetctl.interfaces.bmc import BMCTarget, BootDevice, PowerState
@@ -44,75 +40,10 @@ SYSTEMS = {  # name -> (uuid, initial power state)
 POWER_WAIT = 25.0  # sushy's fake driver applies a change 1-11 s later
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _emulator() -> str | None:
-    beside = Path(sys.executable).with_name("sushy-emulator")
-    return str(beside) if beside.exists() else shutil.which("sushy-emulator")
-
-
 @pytest.fixture(scope="module")
 def sushy(tmp_path_factory):
-    exe = _emulator()
-    if exe is None:
-        pytest.skip("sushy-emulator not installed (pip install sushy-tools)")
-    try:
-        import bcrypt
-    except ImportError:
-        pytest.skip("bcrypt not installed (needed for sushy's htpasswd file)")
-    d = tmp_path_factory.mktemp("sushy")
-    hashed = bcrypt.hashpw(b"secret", bcrypt.gensalt(rounds=4)).decode()
-    (d / "htpasswd").write_text(f"admin:{hashed}\n")
-    port = _free_port()
-    systems = [
-        {
-            "uuid": uuid,
-            "name": name,
-            "power_state": power,
-            "external_notifier": False,
-            "nics": [{"mac": f"52:54:00:00:00:0{i}", "ip": f"10.0.0.{i + 1}"}],
-        }
-        for i, (name, (uuid, power)) in enumerate(SYSTEMS.items())
-    ]
-    (d / "conf.py").write_text(
-        f"SUSHY_EMULATOR_LISTEN_IP = '127.0.0.1'\n"
-        f"SUSHY_EMULATOR_LISTEN_PORT = {port}\n"
-        f"SUSHY_EMULATOR_FAKE_DRIVER = True\n"
-        f"SUSHY_EMULATOR_AUTH_FILE = {str(d / 'htpasswd')!r}\n"
-        f"SUSHY_EMULATOR_STATE_DIR = {str(d / 'state')!r}\n"
-        f"SUSHY_EMULATOR_FAKE_SYSTEMS = {systems!r}\n"
-    )
-    log = open(d / "sushy.log", "wb")
-    proc = subprocess.Popen(
-        [exe, "--config", str(d / "conf.py")], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    up = False
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(url + "/redfish/v1/", timeout=1) as r:
-                up = r.status == 200
-                break
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.2)
-    if not up:
-        proc.kill()
-        proc.wait()
-        log.close()
-        pytest.skip(f"sushy-emulator did not start: {(d / 'sushy.log').read_text()[-500:]}")
-    yield url
-    os.killpg(proc.pid, signal.SIGTERM)  # the group we started (start_new_session), by its id
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    log.close()
+    with sushy_emulator(tmp_path_factory.mktemp("sushy"), SYSTEMS, mac_prefix="52:54:00:00:00") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -337,7 +268,7 @@ def test_lab_faults_surface_as_data(lab):
         async def dropped():
             from fleetctl.errors import BMCError
 
-            with pytest.raises(BMCError, match="connection dropped|cannot connect"):
+            with pytest.raises(BMCError, match=r"connection dropped|cannot connect"):
                 async with lab_driver(running, spec, retries=1):
                     pass
 

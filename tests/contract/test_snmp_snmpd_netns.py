@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fleetctl_drivers.snmp import SnmpPoller, poll_many_sync, rates
 
 from fleetctl.interfaces.snmp import OperStatus, PollResult, SnmpTarget
-from fleetctl_drivers.snmp import SnmpPoller, poll_many_sync, rates
 
 SNMPD = shutil.which("snmpd") or "/usr/sbin/snmpd"
 COMMUNITY = "fleet-ro"
@@ -165,7 +165,7 @@ def test_namespace_interfaces_with_live_counters(lab: Lab) -> None:
         (second,) = poll_many_sync([lab.target()], what=("if",), previous=[first])
         assert second.ok, second.error
         w = veth(second, lab)
-        if w.in_octets > v.in_octets and w.out_octets > v.out_octets or time.monotonic() > deadline:  # type: ignore[operator]
+        if (w.in_octets > v.in_octets and w.out_octets > v.out_octets) or time.monotonic() > deadline:  # type: ignore[operator]
             break
         time.sleep(0.5)
     assert w.in_octets - v.in_octets >= 40 * 1000, (v.in_octets, w.in_octets)  # type: ignore[operator]

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fleetctl_drivers.snmp import SnmpPoller, poll_many, poll_many_sync, rates
 
 from fleetctl.interfaces.snmp import OperStatus, SensorStatus, SnmpTarget
-from fleetctl_drivers.snmp import SnmpPoller, poll_many, poll_many_sync, rates
 
 _AGENTS = Path(__file__).resolve().parents[1] / "unit" / "snmp" / "snmp_agents.py"
 if "snmp_agents" not in sys.modules:
@@ -202,7 +202,8 @@ def test_many_targets_share_one_engine(agent: int, v3_path: str) -> None:
             return rs, p.engines
 
     rs, engines = asyncio.run(run())
-    assert all(r.ok and len(r.interfaces) == 64 and not r.warnings for r in rs), [(r.error, r.warnings) for r in rs if not r.ok or r.warnings]
+    problems = [(r.error, r.warnings) for r in rs if not r.ok or r.warnings]
+    assert all(r.ok and len(r.interfaces) == 64 and not r.warnings for r in rs), problems
     assert engines == (1 if v3_path == "pysnmp" else 0)
 
 
@@ -218,7 +219,8 @@ def test_counters_poll_reads_only_what_counters_need(agent: int) -> None:
     assert (r.sys_name, [i.index for i in r.interfaces]) == ("leaf01", list(range(1, 65)))
     for i in r.interfaces:
         n = i.index
-        assert (i.name, i.descr, i.alias, i.admin_up, i.speed_mbps, i.last_change_ticks) == (SPEC.port_name(n), None, None, None, None, None)
+        got = (i.name, i.descr, i.alias, i.admin_up, i.speed_mbps, i.last_change_ticks)
+        assert got == (SPEC.port_name(n), None, None, None, None, None)
         assert i.oper_status is (OperStatus.UP if SPEC.oper_up(n) else OperStatus.DOWN)
         assert (i.in_discards, i.out_discards, i.out_errors) == (SPEC.in_discards(n), SPEC.out_discards(n), SPEC.out_errors(n))
         assert i.octets_bits == 64 and i.in_octets is not None and i.in_octets >= SPEC.in_initial(n)
