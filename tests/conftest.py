@@ -162,6 +162,12 @@ def cli():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
+def lab_db_args(db_url):  # type: ignore[no-untyped-def]
+    """`lab up` arguments that put the lab's fleet on the same backend as the test's inventory."""
+    return [] if db_url.startswith("sqlite") else ["--lab-db", new_pg_database()]
+
+
+@pytest.fixture
 def example_loaded(db_url, cli):  # type: ignore[no-untyped-def]
     """The example site imported."""
     r = cli("inventory", "import", str(EXAMPLE))

@@ -23,6 +23,7 @@ def up(
     os_boot_time: Annotated[float, typer.Option(help="Seconds an installed OS takes to boot from disk.")] = 1.0,
     hosts: Annotated[bool, typer.Option("--hosts/--no-hosts", help="Serve the host behind each BMC over SSH (not with --generate).")] = True,
     generate: Annotated[int | None, typer.Option("--generate", help="Instead: N generated servers (benchmarks, scale tests).")] = None,
+    lab_db: Annotated[str | None, typer.Option("--lab-db", help="Put the lab's fleet in this (empty) database URL, e.g. PostgreSQL, instead of the lab folder's SQLite file.")] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """Start a lab: a simulated BMC and host per server of a site (or of your fleet), and its switches.
@@ -49,14 +50,16 @@ def up(
     if not generate:
         config["hosts"] = hosts
     if generate is not None:
-        if site or server:
-            raise InputError("--generate makes its own servers: give it without --site or --server", field="--generate")
+        if site or server or lab_db:
+            raise InputError("--generate makes its own servers: give it without --site, --server or --lab-db", field="--generate")
         st = lab.up_generated(generate, tls=not http, config=config)
     else:
-        st = lab.up(site=Path(site) if site else None, names=set(server) if server else None, tls=not http, config=config)
-    export = f"export FLEETCTL_DB={shlex.quote(st['db'])}"
+        st = lab.up(site=Path(site) if site else None, names=set(server) if server else None, tls=not http, config=config,
+                    db_url=lab_db)
+    # A URL's password is never printed: the export line then names the URL without it.
+    export = f"export FLEETCTL_DB={shlex.quote(fleet_label_of(st['db']))}"
     summary = {"running": st["running"], "bmcs": st.get("count"), "switches": len(st.get("switches", {})),
-               "hosts": len(st.get("hosts", {})), "serves": st.get("source"), "db": st["db"],
+               "hosts": len(st.get("hosts", {})), "serves": fleet_label_of(st.get("source") or ""), "db": fleet_label_of(st["db"]),
                "control_url": st.get("control_url"), "state_dir": st.get("state_dir"), "pid": st.get("pid")}  # fmt: skip
     if output != Format.table:
         summary["export"] = export
@@ -64,6 +67,15 @@ def up(
     if output == Format.table:
         typer.echo("the lab is a fleet of its own; point the CLI at its database (`fleetctl lab down` stops it):")
         typer.echo(export)
+
+
+def fleet_label_of(url_or_path: str) -> str:
+    """A database as shown to people: a path, or a URL without its password."""
+    if "://" not in url_or_path:
+        return url_or_path
+    from sqlalchemy.engine import make_url
+
+    return make_url(url_or_path).render_as_string(hide_password=True)
 
 
 @app.command("down")
@@ -83,7 +95,7 @@ def status(output: OutputOpt = Format.table) -> None:
 
     st = lab.status()
     summary = {k: st.get(k) for k in ("running", "responding", "count", "control_url", "switch_control_url", "state_dir", "pid")}
-    summary["db"] = str(lab.lab_db())
+    summary["db"] = fleet_label_of(lab.lab_db_url())
     summary["switches"] = len(st.get("switches", {}))
     phases = _host_phases(st) if st.get("running") and st.get("hosts") else {}
     if output != Format.table:

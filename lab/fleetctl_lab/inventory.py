@@ -115,9 +115,21 @@ SITE_DIR = "site"
 SNMP_DIR = "snmp"
 
 
+DB_NOTE = "fleet-db"  # where `lab up --lab-db URL` put the lab's fleet (mode 0600: a URL may hold a password)
+
+
 def lab_db(state_dir: Path | None = None) -> Path:
-    """The database of the lab's fleet."""
+    """The lab's own SQLite database (the default home of the lab's fleet)."""
     return (state_dir or lab_dir()) / LAB_DB
+
+
+def lab_db_url(state_dir: Path | None = None) -> str:
+    """Where the lab's fleet is: a URL given to `lab up --lab-db`, or the lab's SQLite file's path."""
+    note = (state_dir or lab_dir()) / DB_NOTE
+    try:
+        return note.read_text().strip() or str(lab_db(state_dir))
+    except OSError:
+        return str(lab_db(state_dir))
 
 
 def _fresh_sqlite(path: Path) -> str:
@@ -143,7 +155,7 @@ def _source_into(url: str, site: Path | None, source_url: str | None, work: Path
 
 def up(*, site: Path | None = None, source_url: str | None = None, names: set[str] | None = None, tls: bool = True,
        config: dict[str, Any] | None = None, state_dir: Path | None = None, switches: bool = True,
-       switch_config: dict[str, Any] | None = None, port_vlans: str = "default") -> dict[str, Any]:  # fmt: skip
+       switch_config: dict[str, Any] | None = None, port_vlans: str = "default", db_url: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Start a lab for a source inventory and write the fleet it serves into the lab's database.
 
     Args:
@@ -153,6 +165,8 @@ def up(*, site: Path | None = None, source_url: str | None = None, names: set[st
         switches: serve the EOS and SONiC switches too (fleetctl_lab.switch).
         port_vlans: how server ports start: "default" (unconfigured) or "plan".
         config: LabConfig fields; ``"hosts": False`` serves no hosts.
+        db_url: put the lab's fleet in this database (for example a
+            PostgreSQL one) instead of the lab's SQLite file; it must be empty.
 
     Returns: the lab's status, with ``db`` (the lab database's path) and
     ``source`` (what was served).
@@ -169,8 +183,11 @@ def up(*, site: Path | None = None, source_url: str | None = None, names: set[st
         raise FleetError(f"a lab is already running from {sd} (pid {st.get('pid')}); run `fleetctl lab down` first")
     sd.mkdir(parents=True, exist_ok=True)
     db = lab_db(sd)
-    if site is None and Path(source_url or _selected_db()).resolve() == db.resolve():
-        raise InputError(f"the selected database is the lab's own ({db}); give --site, or select your fleet's database")
+    source = source_url or _selected_db()
+    if site is None and (source == db_url or (db_url is None and Path(source).resolve() == db.resolve())):
+        raise InputError(f"the selected database is the lab's own ({db_url or db}); give --site, or select your fleet's database")
+    if db_url is not None:
+        _refuse_unless_empty(db_url)
     # The source goes into a scratch database first: the lab's own never
     # holds a real address, not even for a moment.
     scratch = sd / "source.db"
@@ -211,7 +228,7 @@ def up(*, site: Path | None = None, source_url: str | None = None, names: set[st
 
             served = lab_fleet(export_inventory(scratch_url), st, sd)
             write_site(served, sd / SITE_DIR)
-            import_fleet(sd / SITE_DIR, db)
+            import_fleet(sd / SITE_DIR, db, db_url)
         except BaseException:
             lab_down(sd)
             raise
@@ -221,7 +238,8 @@ def up(*, site: Path | None = None, source_url: str | None = None, names: set[st
         reset_engines()
         _fresh_sqlite(scratch)
         scratch.unlink(missing_ok=True)
-    return {**st, "db": str(db), "source": str(site) if site else (source_url or _selected_db())}
+    _note_db(sd, db_url)
+    return {**st, "db": db_url or str(db), "source": str(site) if site else source}
 
 
 def _selected_db() -> str:
@@ -241,11 +259,34 @@ def write_site(doc: dict[str, Any], folder: Path) -> None:
     (folder / "lab.yaml").write_text("# The fleet this lab serves, written by `fleetctl lab up`.\n" + dump_yaml(doc))
 
 
-def import_fleet(folder: Path, db: Path) -> None:
-    """A fresh lab database with the lab's fleet in it, all or nothing."""
+def import_fleet(folder: Path, db: Path, db_url: str | None = None) -> None:
+    """The lab's fleet into a fresh lab database (or the empty one given), all or nothing."""
     from fleetctl.inventory.service import import_path
 
-    import_path(folder, url=_fresh_sqlite(db), reason="lab up")
+    import_path(folder, url=db_url or _fresh_sqlite(db), reason="lab up")
+
+
+def _refuse_unless_empty(url: str) -> None:
+    """A lab writes only into a database of its own: refuse one that holds an inventory."""
+    from sqlalchemy import func, select
+
+    from fleetctl.errors import InputError
+    from fleetctl.inventory.queries import site_t
+    from fleetctl.store import get_engine
+
+    with get_engine(url).connect() as conn:
+        if conn.execute(select(func.count()).select_from(site_t)).scalar():
+            raise InputError("--lab-db: that database already holds an inventory; the lab writes only into an empty one of its own")
+
+
+def _note_db(sd: Path, db_url: str | None) -> None:
+    note = sd / DB_NOTE
+    if db_url is None:
+        note.unlink(missing_ok=True)
+        return
+    fd = os.open(note, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(db_url + "\n")
 
 
 def _community_ref(sd: Path, switch: str, community: str) -> str:
@@ -373,6 +414,7 @@ def up_generated(count: int, *, tls: bool = True, config: dict[str, Any] | None 
     try:
         write_site(generated_fleet(specs, st, sd), sd / SITE_DIR)
         import_fleet(sd / SITE_DIR, db)
+        _note_db(sd, None)
     except BaseException:
         lab_down(sd)
         raise

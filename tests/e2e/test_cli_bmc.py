@@ -11,15 +11,15 @@ import json
 
 import pytest
 
-from tests_helpers_bmc import counters, lab_doc, lab_up  # noqa: F401  (path set in conftest)
+from tests_helpers_bmc import counters, lab_doc, lab_up, selected_engine  # (path set in conftest)
 
 RACK12 = [f"mn-tyo1-r12-{i:02d}" for i in range(1, 17)] + ["gpu-tyo1-r12-17", "gpu-tyo1-r12-18", "gpu-tyo1-r12-19"]
 
 
 @pytest.fixture
-def lab(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+def lab(example_loaded, cli, tmp_path, monkeypatch, lab_db_args):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
-    r = lab_up(cli, monkeypatch, "--power-transition", "0.2", "--firmware-time", "0.2", *sum((["--server", n] for n in RACK12[:6] + RACK12[-1:]), []))
+    r = lab_up(cli, monkeypatch, *lab_db_args, "--power-transition", "0.2", "--firmware-time", "0.2", *sum((["--server", n] for n in RACK12[:6] + RACK12[-1:]), []))
     assert r.code == 0, r.err
     yield lab_doc(tmp_path / "lab")
     # A test may have pointed FLEETCTL_LAB_DIR elsewhere; stop this lab by its own folder.
@@ -126,11 +126,9 @@ def test_one_failing_bmc_fails_alone_with_its_reason(lab, cli):  # type: ignore[
 
 def _set_pin(name: str, fingerprint: str | None) -> None:
     """Change a server's pin in the lab's fleet (the database the CLI is pointed at)."""
-    import os
+    from sqlalchemy import text
 
-    from sqlalchemy import create_engine, text
-
-    engine = create_engine(f"sqlite:///{os.environ['FLEETCTL_DB']}")
+    engine = selected_engine()
     with engine.begin() as c:
         c.execute(text("UPDATE server SET bmc_fingerprint = :fp WHERE name = :n"), {"fp": fingerprint, "n": name})
     engine.dispose()
@@ -201,10 +199,10 @@ def test_targets_and_bad_usage(lab, cli):  # type: ignore[no-untyped-def]
     assert not rows["mn-tyo1-r12-10"]["ok"] and rows["mn-tyo1-r12-10"]["error"] == "no BMC URL in the inventory"
 
 
-def test_in_service_servers_are_protected(lab, cli, db_url):  # type: ignore[no-untyped-def]
-    from sqlalchemy import create_engine, text
+def test_in_service_servers_are_protected(lab, cli):  # type: ignore[no-untyped-def]
+    from sqlalchemy import text
 
-    engine = create_engine(db_url)
+    engine = selected_engine()  # the lab's fleet
     with engine.begin() as c:
         c.execute(text("UPDATE server SET state = 'in-service' WHERE name = 'mn-tyo1-r12-01'"))
     engine.dispose()

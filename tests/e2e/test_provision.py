@@ -35,10 +35,10 @@ pytestmark = [
 
 
 @pytest.fixture
-def lab(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+def lab(example_loaded, cli, tmp_path, monkeypatch, lab_db_args):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
     monkeypatch.setenv("FLEETCTL_K8S_TOKEN", TOKEN)
-    r = lab_up(cli, monkeypatch, "--power-transition", "0.3", "--firmware-time", "0.3", "--install-time", "2", "--os-boot-time", "0.5",
+    r = lab_up(cli, monkeypatch, *lab_db_args, "--power-transition", "0.3", "--firmware-time", "0.3", "--install-time", "2", "--os-boot-time", "0.5",
             *sum((["--server", n] for n in RACK12), []))  # fmt: skip
     assert r.code == 0, r.err
     yield lab_doc(tmp_path / "lab")

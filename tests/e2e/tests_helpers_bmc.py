@@ -34,3 +34,13 @@ def lab_up(cli, monkeypatch, *args: str):  # type: ignore[no-untyped-def]
     if r.code == 0:
         monkeypatch.setenv("FLEETCTL_DB", lab_db_of(r.out))
     return r
+
+
+def selected_engine():  # type: ignore[no-untyped-def]
+    """A plain engine on the database FLEETCTL_DB selects (a path or a URL)."""
+    from sqlalchemy import create_engine
+
+    import os
+
+    raw = os.environ["FLEETCTL_DB"]
+    return create_engine(raw if "://" in raw else f"sqlite:///{raw}")
