@@ -137,7 +137,7 @@ PEERS: dict[str, Peer] = {
             interfaces=Refused(
                 r"could not parse 'show interfaces status'",
                 "fakenos's EOS recording has its columns squeezed to one space: TextFSM cannot follow it",
-                unnamed="NetmikoSwitch.show() raises parse.parse_show's SwitchError without the switch's name",
+                unnamed="NetmikoSwitch.show() lets parse.run_parser's SwitchError (parse._ntc) out without the switch's name",
             ),
             port_read=FAKENOS_NO_PORT,
             port_write=FAKENOS_NO_PORT,  # it takes no configuration: refused at the read before any change
