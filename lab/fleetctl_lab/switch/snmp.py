@@ -61,12 +61,25 @@ ENT_SENSOR = "1.3.6.1.2.1.99.1.1.1"
 SYS_OBJECT_ID = {"eos": "1.3.6.1.4.1.30065.1.3011.7050.3741.48", "sonic": "1.3.6.1.4.1.8072.3.2.10"}
 # snmpsim's responder, made to die with the lab (PR_SET_PDEATHSIG) even if the
 # lab is killed with SIGKILL; set in the child itself, no preexec_fn needed.
+# snmpsim keeps at most 32 data files open (DataFile.max_queue_entries) and
+# closes the oldest to open another; where Python has no gdbm/ndbm its index
+# is dbm.dumb, whose open parses the whole index with ast.literal_eval. Past
+# 32 switches nearly every request reopened a file: 4.7x the agent CPU per
+# switch (measured, 40 switches). The child keeps every switch's file open
+# (``FLEETLAB_DATA_FILES``, one descriptor each, the limit raised to fit).
 _SNMPSIM_MAIN = (
-    "import ctypes, signal, sys\n"
+    "import ctypes, os, resource, signal, sys\n"
     "try:\n"
     "    ctypes.CDLL('libc.so.6').prctl(1, signal.SIGTERM)\n"
     "except (OSError, AttributeError):\n"
     "    pass\n"
+    "from snmpsim import datafile\n"
+    "n = int(os.environ.get('FLEETLAB_DATA_FILES') or 0)\n"
+    "datafile.DataFile.max_queue_entries = max(datafile.DataFile.max_queue_entries, n + 1)\n"
+    "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+    "want = 3 * n + 256\n"
+    "if soft != resource.RLIM_INFINITY and soft < want:\n"
+    "    resource.setrlimit(resource.RLIMIT_NOFILE, (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))\n"
     "from snmpsim.commands.responder import main\n"
     "sys.exit(main())\n"
 )
@@ -289,7 +302,7 @@ class SnmpAgents:
                 f"--variation-modules-dir={VARIATION_DIR}", f"--variation-modules-dir={snmpsim_var}",
                 "--log-level=error"]  # fmt: skip
         args += [f"--agent-udpv4-endpoint={h}:{p}" for h, p in endpoints]
-        env = {**os.environ, "SNMPSIM_ALLOW_ROOT": "true"}
+        env = {**os.environ, "SNMPSIM_ALLOW_ROOT": "true", "FLEETLAB_DATA_FILES": str(len(endpoints))}  # a file per switch
         # Popen returns once the child is forked; starting it off the loop buys nothing.
         logf = open(self.log_path, "ab")  # noqa: SIM115, ASYNC230 - handed to the child
         try:
