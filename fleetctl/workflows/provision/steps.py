@@ -2,8 +2,10 @@
 
 A :class:`Step` is its name, the lifecycle state a server is in while it
 runs, what it makes true, how a re-run knows it is done (the check each
-``run`` makes before it acts), and ``run``: an async function of a
-:class:`StepCall` that returns what the step journals (its row's output).
+``run`` makes before it acts: the check shares the BMC session and the reads
+with the action, so it is not a function apart), ``run``: an async function
+of a :class:`StepCall` that returns what the step journals (its row's
+output), and what that is.
 A step that must leave a trace before it acts (the power request) writes it
 with :meth:`StepCall.note`; a re-run of a step left ``running`` gets that
 back as :attr:`StepCall.noted`. A step raises :class:`StepFailed` when it
@@ -66,6 +68,7 @@ class Step:
     goal: str  # what the step makes true
     check: str  # how a re-run knows it is done: what ``run`` checks before it acts
     run: StepFn  # does it; returns what it journals
+    journals: str = ""  # what its journal row keeps (the keys of what ``run`` returns; notes written before acting)
 
 
 # --------------------------------------------------------------------- the steps
@@ -358,28 +361,34 @@ async def accel(c: StepCall) -> dict[str, Any]:
 
 STEPS: tuple[Step, ...] = (
     Step("bmc", S.PREPARING, "BMC reachable, credentials work, certificate pinned",
-         "login works", bmc_login),
+         "login works", bmc_login, "bmc_firmware; pinned (the fingerprint pinned on first use)"),
     Step("inspect", S.PREPARING, "the BMC's view matches the inventory (drift stops the server unless accepted)",
-         "nothing to compare twice", inspect),
+         "nothing to compare twice", inspect, "drift, filled, accepted, boards"),
     Step("firmware", S.PREPARING,
          "firmware at the model's baseline (running updates waited for; components at the baseline skipped)",
-         "components at the baseline are skipped: never flashed twice", firmware),
+         "components at the baseline are skipped: never flashed twice", firmware,
+         "updates (id, from, to), waited_for_running_update; noted before flashing: updating"),
     Step("bios", S.PREPARING, "BIOS profile staged (applied by the install boot, verified once the OS is up)",
-         "attributes already set or already pending are left alone", bios),
+         "attributes already set or already pending are left alone", bios,
+         "staged (and at_profile or already_pending), or profile: null"),
     Step("vlan-provisioning", S.PREPARING, "data ports on the site's provisioning VLAN",
-         "the switch driver reads the port first; a port already right is not touched", vlan_provisioning),
+         "the switch driver reads the port first; a port already right is not touched", vlan_provisioning,
+         "ports (switch, port, diff, ok)"),
     Step("boot", S.INSTALLING,
          "one-time boot from PXE or virtual media, then power on (or cycle if on), within the rack's power budget",
          "the power action is journaled before it is requested; a resumed step asks the BMC whether the one-time "
-         "override was consumed (the boot happened) and then powers nothing again", boot),
+         "override was consumed (the boot happened) and then powers nothing again", boot,
+         "power_action, boot, rack_draw_w (noted before the request), resumed"),
     Step("os", S.INSTALLING, "the installed OS answers over SSH; BIOS settings verified",
-         "the clock starts at the journaled boot, so a resumed wait keeps its deadline", os_up),
+         "the clock starts at the journaled boot, so a resumed wait keeps its deadline", os_up,
+         "ssh, up_after_s, bios, media"),
     Step("vlan-production", S.INSTALLING, "data ports on the VLANs of the cabling plan",
-         "as vlan-provisioning", vlan_production),
+         "as vlan-provisioning", vlan_production, "ports (switch, port, diff, ok)"),
     Step("ansible", S.CONFIGURING, "playbooks: base OS, accelerator runtime and device check, Kubernetes join",
-         "the playbooks are idempotent; a re-run runs them again", ansible),
+         "the playbooks are idempotent; a re-run runs them again", ansible,
+         "changed, ok, events (the last 60; streamed into the row while the run goes on)"),
     Step("accel", S.VALIDATING,
          "quick accelerator check: boards present, PCIe link at full gen/width, board firmware at the baseline",
-         "read-only", accel),
+         "read-only", accel, "boards, expected"),
 )  # fmt: skip
 STEP_NAMES: tuple[str, ...] = tuple(s.name for s in STEPS)

@@ -21,7 +21,7 @@ A, B, C = "mn-tyo1-r12-01", "mn-tyo1-r12-02", "mn-tyo1-r12-03"
 def test_the_table_holds_the_ten_steps_in_order_each_with_its_state_goal_and_check() -> None:
     assert STEP_NAMES == ("bmc", "inspect", "firmware", "bios", "vlan-provisioning", "boot", "os", "vlan-production", "ansible", "accel")
     assert [s.phase for s in STEPS] == [S.PREPARING] * 5 + [S.INSTALLING] * 3 + [S.CONFIGURING, S.VALIDATING]
-    assert all(s.goal and s.check and callable(s.run) for s in STEPS)
+    assert all(s.goal and s.check and s.journals and callable(s.run) for s in STEPS)
 
 
 def test_a_failure_is_a_step_a_kind_and_a_reason() -> None:
