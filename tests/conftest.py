@@ -54,7 +54,7 @@ def _pg_admin():  # type: ignore[no-untyped-def]
         engine = create_engine(url, isolation_level="AUTOCOMMIT")
         with engine.connect() as c:
             c.execute(text("SELECT 1"))
-    except Exception as e:  # no server, no driver, no rights
+    except Exception as e:  # noqa: BLE001 - no server, no driver, no rights: the PostgreSQL tests skip and say why
         _pg_state["skip"] = f"PostgreSQL not reachable at FLEETCTL_TEST_PG ({type(e).__name__}); run scripts/services.sh as root"
         return None, _pg_state["skip"]
     _pg_state["engine"] = engine
@@ -120,10 +120,7 @@ def _isolated(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     """A fresh, migrated inventory on each backend; FLEETCTL_DB points at it."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'inv.db'}"
-    else:
-        url = new_pg_database()
+    url = f"sqlite:///{tmp_path / 'inv.db'}" if request.param == "sqlite" else new_pg_database()
     monkeypatch.setenv("FLEETCTL_DB", url)
     return url
 

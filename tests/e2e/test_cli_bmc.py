@@ -7,11 +7,11 @@ starts it; each test reads what the lab saw through its control endpoint, so
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
-
-from tests_helpers_bmc import counters, lab_doc, lab_up, selected_engine  # (path set in conftest)
+from tests_helpers_bmc import counters, lab_doc, lab_up, selected_engine, serve  # (path set in conftest)
 
 RACK12 = [f"mn-tyo1-r12-{i:02d}" for i in range(1, 17)] + ["gpu-tyo1-r12-17", "gpu-tyo1-r12-18", "gpu-tyo1-r12-19"]
 
@@ -19,7 +19,7 @@ RACK12 = [f"mn-tyo1-r12-{i:02d}" for i in range(1, 17)] + ["gpu-tyo1-r12-17", "g
 @pytest.fixture
 def lab(example_loaded, cli, tmp_path, monkeypatch, lab_db_args):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
-    r = lab_up(cli, monkeypatch, *lab_db_args, "--power-transition", "0.2", "--firmware-time", "0.2", *sum((["--server", n] for n in RACK12[:6] + RACK12[-1:]), []))
+    r = lab_up(cli, monkeypatch, *lab_db_args, "--power-transition", "0.2", "--firmware-time", "0.2", *serve(RACK12[:6] + RACK12[-1:]))
     assert r.code == 0, r.err
     yield lab_doc(tmp_path / "lab")
     # A test may have pointed FLEETCTL_LAB_DIR elsewhere; stop this lab by its own folder.
@@ -121,7 +121,9 @@ def test_one_failing_bmc_fails_alone_with_its_reason(lab, cli):  # type: ignore[
     jobs = json.loads(cli("jobs", "list", "--kind", "power.status", "--output", "json").out)
     assert [(j["state"], j["servers"], j["failed"]) for j in jobs[:2]] == [("succeeded", 1, 0), ("failed", 3, 1)]
     steps = json.loads(cli("jobs", "show", str(jobs[1]["id"]), "--output", "json").out)["steps"]
-    assert {s["server"]: s["state"] for s in steps} == {"mn-tyo1-r12-04": "failed", "mn-tyo1-r12-05": "succeeded", "mn-tyo1-r12-06": "succeeded"}
+    assert {s["server"]: s["state"] for s in steps} == {
+        "mn-tyo1-r12-04": "failed", "mn-tyo1-r12-05": "succeeded", "mn-tyo1-r12-06": "succeeded"
+    }  # fmt: skip
 
 
 def _set_pin(name: str, fingerprint: str | None) -> None:
@@ -214,7 +216,8 @@ def test_in_service_servers_are_protected(lab, cli):  # type: ignore[no-untyped-
 def test_health_reports_injected_faults_and_reads_logs_from_a_cursor(lab, cli):  # type: ignore[no-untyped-def]
     r = cli("server", "health", "mn-tyo1-r12-01", "mn-tyo1-r12-02", "--output", "json")
     assert r.code == 0, r.out
-    assert cli("lab", "fault", "mn-tyo1-r12-02", "--set", "psu_failed=true", "--set", "hot_sensor=Inlet", "--set", "clock_skew_s=300").code == 0
+    faults = ("--set", "psu_failed=true", "--set", "hot_sensor=Inlet", "--set", "clock_skew_s=300")
+    assert cli("lab", "fault", "mn-tyo1-r12-02", *faults).code == 0
     r = cli("server", "health", "mn-tyo1-r12-01", "mn-tyo1-r12-02", "--logs", "--output", "json")
     assert r.code == 1
     rows = {x["server"]: x for x in json.loads(r.out)}
@@ -242,7 +245,8 @@ def test_lab_of_generated_bmcs(cli, tmp_path, monkeypatch):  # type: ignore[no-u
 
 
 def test_firmware_update_in_waves_is_idempotent_and_halts_on_failure(lab, cli):  # type: ignore[no-untyped-def]
-    r = cli("firmware", "update", "gpu-tyo1-r12-19", "mn-tyo1-r12-01", "--image-base", "http://127.0.0.1:9/fw", "--dry-run", "--output", "json")
+    r = cli("firmware", "update", "gpu-tyo1-r12-19", "mn-tyo1-r12-01", "--image-base", "http://127.0.0.1:9/fw", "--dry-run",
+            "--output", "json")  # fmt: skip
     assert r.code == 0, r.out
     rows = json.loads(r.out)
     plan = [x for x in rows if x["server"] == "gpu-tyo1-r12-19"]
@@ -284,7 +288,7 @@ def test_power_on_is_staggered_and_keeps_the_rack_within_budget(example_loaded, 
     rack13 = [f"mn-tyo1-r13-{i:02d}" for i in range(1, 9)]
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab13"))
     assert cli("rack", "set", "rack-13", "--power-budget", "5000").code == 0  # room for 3 servers at 1600 W peak
-    assert lab_up(cli, monkeypatch, "--power-transition", "0.2", *sum((["--server", n] for n in rack13), [])).code == 0
+    assert lab_up(cli, monkeypatch, "--power-transition", "0.2", *serve(rack13)).code == 0
     try:
         doc = lab_doc(tmp_path / "lab13")
         r = cli("power", "on", "rack-13", "--stagger", "0.4", "--output", "json")
@@ -294,7 +298,7 @@ def test_power_on_is_staggered_and_keeps_the_rack_within_budget(example_loaded, 
         # The lab's own record of when each server drew power: never over budget, starts spread out.
         spans = [(t["on"], t["off"]) for n in rack13 for t in counters(doc, n)["power_timeline"]]
         starts = sorted(on for on, _ in spans)
-        assert all(b - a >= 0.35 for a, b in zip(starts, starts[1:])), starts
+        assert all(b - a >= 0.35 for a, b in itertools.pairwise(starts)), starts
         for t in starts:
             drawing = sum(1 for on, off in spans if on <= t and (off is None or off > t))
             assert drawing * 1600 <= 5000

@@ -160,7 +160,7 @@ def test_rack_show_draws_all_48_units(example_loaded, cli):
         int(line.split("|")[0].strip()[1:]) for line in lines if line.startswith(" U")
     ]
     assert order == list(range(48, 0, -1))
-    for name in R12_SERVERS + ["leaf-tyo1-r12-a", "leaf-tyo1-r12-b", "mgmt-tyo1-r12"]:
+    for name in [*R12_SERVERS, "leaf-tyo1-r12-a", "leaf-tyo1-r12-b", "mgmt-tyo1-r12"]:
         assert sum(name in line for line in lines) == 1, name
     assert (
         "mn-tyo1-r12-01 (registered)" in unit_lines[2]
@@ -483,7 +483,7 @@ def test_two_processes_import_at_once_on_sqlite(tmp_path):
     procs = [subprocess.Popen([FLEETCTL, "inventory", "import", str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=env) for p in runs]  # fmt: skip
     results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
-    for code, out, err in results:
+    for code, _out, err in results:
         # Both succeed, or one reports cleanly: never a traceback or a half import.
         assert code in (0, 1), err
         assert "Traceback" not in err and "internal error" not in err

@@ -29,7 +29,7 @@ def swlab(tmp_path_factory):  # type: ignore[no-untyped-def]
            "FLEETCTL_DATA_DIR": str(tmp / "data"), "FLEETCTL_ACTOR": "tester@ci"}  # fmt: skip
     subprocess.run([FLEETCTL, "inventory", "import", str(REPO / "inventory")], env=env, check=True, capture_output=True)
     # The lab serves these servers and the switches cabled to them, and nothing else.
-    serve = sum((["--server", f"mn-tyo1-r12-0{i}"] for i in (1, 2, 3)), [])
+    serve = [arg for i in (1, 2, 3) for arg in ("--server", f"mn-tyo1-r12-0{i}")]
     up = subprocess.run([FLEETCTL, "lab", "up", *serve], env=env, capture_output=True, text=True)
     assert up.returncode == 0, up.stderr
     env["FLEETCTL_DB"] = lab_db_of(up.stdout)  # the lab is a fleet of its own

@@ -29,10 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests_helpers_bmc import lab_up  # (path set in conftest)
 import yaml
-
 from fleetctl_lab.hosts import ansible_host_vars
+from tests_helpers_bmc import lab_up  # (path set in conftest)
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -48,8 +47,10 @@ JOIN_VARS = {
 }
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="OpenSSH client `ssh` not installed (openssh-client): Ansible's ssh connection needs it"),
-    pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason=f"ansible-playbook not installed beside {sys.executable} (ansible-core)"),
+    pytest.mark.skipif(shutil.which("ssh") is None, reason="OpenSSH client `ssh` not installed (openssh-client): "
+                       "Ansible's ssh connection needs it"),
+    pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason=f"ansible-playbook not installed beside {sys.executable} "
+                       "(ansible-core)"),
 ]
 
 

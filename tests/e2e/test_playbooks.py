@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from fleetctl_lab import host_standins as standins
 
 REPO = Path(__file__).resolve().parents[2]

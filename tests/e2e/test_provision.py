@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests_helpers_bmc import counters, lab_doc, lab_up  # (path set in conftest)
+from tests_helpers_bmc import counters, lab_doc, lab_up, serve  # (path set in conftest)
 
 RACK12 = [f"mn-tyo1-r12-{i:02d}" for i in range(1, 17)] + ["gpu-tyo1-r12-17", "gpu-tyo1-r12-18", "gpu-tyo1-r12-19"]
 TOKEN = "abcdef.0123456789abcdef"  # a well-formed kubeadm token; must never be written anywhere
@@ -29,8 +29,10 @@ FAST = ["--poll", "0.3", "--stagger", "0.3", "--ansible-window", "2"]
 FLEETCTL = Path(sys.executable).parent / "fleetctl"
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="the ssh client (openssh-client) is needed: Ansible reaches the lab hosts over SSH"),
-    pytest.mark.skipif(not (Path(sys.executable).parent / "ansible-playbook").exists(), reason="ansible-playbook (ansible-core) is not installed beside this Python"),
+    pytest.mark.skipif(shutil.which("ssh") is None, reason="the ssh client (openssh-client) is needed: "
+                       "Ansible reaches the lab hosts over SSH"),
+    pytest.mark.skipif(not (Path(sys.executable).parent / "ansible-playbook").exists(), reason="ansible-playbook (ansible-core) is not "
+                       "installed beside this Python"),
 ]
 
 
@@ -38,8 +40,8 @@ pytestmark = [
 def lab(example_loaded, cli, tmp_path, monkeypatch, lab_db_args):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
     monkeypatch.setenv("FLEETCTL_K8S_TOKEN", TOKEN)
-    r = lab_up(cli, monkeypatch, *lab_db_args, "--power-transition", "0.3", "--firmware-time", "0.3", "--install-time", "2", "--os-boot-time", "0.5",
-            *sum((["--server", n] for n in RACK12), []))  # fmt: skip
+    r = lab_up(cli, monkeypatch, *lab_db_args, "--power-transition", "0.3", "--firmware-time", "0.3", "--install-time", "2",
+               "--os-boot-time", "0.5", *serve(RACK12))  # fmt: skip
     assert r.code == 0, r.err
     yield lab_doc(tmp_path / "lab")
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
@@ -140,10 +142,13 @@ def test_dry_run_changes_nothing_in_the_store_or_on_devices(lab, cli, example_lo
         return out
 
     def store() -> Any:
-        eng = create_engine(example_loaded)
+        from fleetctl.config import database_url
+
+        eng = create_engine(database_url())  # the lab's fleet, which the dry run reads
         with eng.connect() as c:
             out = {t: c.execute(text(f"SELECT count(*) FROM {t}")).scalar() for t in ("job", "job_step", "event")}
-            out["servers"] = [tuple(r) for r in c.execute(text("SELECT name, state, target_state, last_error, reservation, bmc_fingerprint FROM server ORDER BY name"))]
+            q = "SELECT name, state, target_state, last_error, reservation, bmc_fingerprint FROM server ORDER BY name"
+            out["servers"] = [tuple(r) for r in c.execute(text(q))]
         eng.dispose()
         return out
 
@@ -215,7 +220,8 @@ def _step_running(db: str, server: str, step: str, *, noted: str | None = None) 
         with eng.connect() as c:
             rows = c.execute(text(
                 "SELECT js.state, js.output FROM job_step js JOIN server s ON s.id = js.server_id "
-                "WHERE s.name = :n AND js.name = :step ORDER BY js.id DESC LIMIT 1"), {"n": server, "step": f"provision.{step}"}).all()  # fmt: skip
+                "WHERE s.name = :n AND js.name = :step ORDER BY js.id DESC LIMIT 1"),
+                {"n": server, "step": f"provision.{step}"}).all()  # fmt: skip
     finally:
         eng.dispose()
     return bool(rows) and rows[0][0] == "running" and (noted is None or noted in (rows[0][1] or ""))
@@ -239,8 +245,10 @@ def _kill_when(proc: subprocess.Popen[str], cond: Any, timeout: float = 120) -> 
 @sqlite_only
 def test_resume_after_sigkill_at_several_steps_never_flashes_or_cycles_twice(lab, cli, example_loaded):  # type: ignore[no-untyped-def]
     names = ["gpu-tyo1-r12-19", "mn-tyo1-r12-05", "mn-tyo1-r12-06"]
+    from fleetctl.config import database_url
+
     env = dict(os.environ)
-    db = example_loaded
+    db = database_url()  # the lab's fleet, where provision journals
     # 1. Killed while the GPU server's firmware is being flashed (the update goes on in the BMC).
     proc = _spawn(names, env)
     _kill_when(proc, lambda: _step_running(db, "gpu-tyo1-r12-19", "firmware", noted="updating"))
@@ -292,7 +300,8 @@ def test_two_processes_on_overlapping_targets_work_each_server_once(lab, cli, ex
     jobs = {json.loads(out_a)["job"], json.loads(out_b)["job"]}
     steps = []
     for j in jobs:
-        steps += [(j, s["step"]) for s in json.loads(cli("jobs", "show", str(j), "--output", "json").out)["steps"] if s["server"] == "mn-tyo1-r12-08"]
+        shown = json.loads(cli("jobs", "show", str(j), "--output", "json").out)["steps"]
+        steps += [(j, s["step"]) for s in shown if s["server"] == "mn-tyo1-r12-08"]
     assert len({j for j, _ in steps}) == 1  # every step of mn-08 belongs to one job
     for n in ("mn-tyo1-r12-07", "mn-tyo1-r12-08", "mn-tyo1-r12-09"):
         assert _power_actions(lab, n) == 1 and _host(lab, n)["installs"] == 1

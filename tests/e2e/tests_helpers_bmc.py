@@ -12,6 +12,11 @@ def lab_doc(state_dir: Path) -> dict[str, Any]:
     return json.loads((state_dir / "lab.json").read_text())
 
 
+def serve(names: list[str]) -> list[str]:
+    """`--server NAME` for each name: what `lab up` serves."""
+    return [arg for n in names for arg in ("--server", n)]
+
+
 def counters(lab: dict[str, Any], name: str) -> dict[str, Any]:
     with urllib.request.urlopen(f"{lab['control_url']}/lab/v1/bmcs/{name}/counters", timeout=10) as r:
         return json.loads(r.read())
@@ -38,9 +43,9 @@ def lab_up(cli, monkeypatch, *args: str):  # type: ignore[no-untyped-def]
 
 def selected_engine():  # type: ignore[no-untyped-def]
     """A plain engine on the database FLEETCTL_DB selects (a path or a URL)."""
-    from sqlalchemy import create_engine
-
     import os
+
+    from sqlalchemy import create_engine
 
     raw = os.environ["FLEETCTL_DB"]
     return create_engine(raw if "://" in raw else f"sqlite:///{raw}")
