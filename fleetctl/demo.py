@@ -73,7 +73,8 @@ def main() -> None:
         broken = Path(tmp) / "site-tyo1.yaml"
         text = (inventory / "site-tyo1.yaml").read_text()
         # Put the second MN-Core server of rack-12 onto the first one's units.
-        broken.write_text(text.replace("position: 3\n      bmc: https://mn-tyo1-r12-02-bmc", "position: 2\n      bmc: https://mn-tyo1-r12-02-bmc", 1))
+        bmc_line = "\n      bmc: https://mn-tyo1-r12-02-bmc"
+        broken.write_text(text.replace("position: 3" + bmc_line, "position: 2" + bmc_line, 1))
         shutil.copy(inventory / "site-tyo1.yaml", Path(tmp) / "original.yaml")
         sh("inventory", "import", str(broken), env=env, expect=2)
     sh("server", "add", "mn-tyo1-r12-99", "--rack", "rack-12", "--position", "45", "--model", "mn-server-2",

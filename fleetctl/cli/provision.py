@@ -20,9 +20,13 @@ STATUS_STYLE = {"ready": "green", "planned": "cyan", "skipped": "grey62", "faile
 def command(
     targets: Annotated[list[str], typer.Argument(help="Servers, racks (rack-12, tyo1/rack-12), sites, selectors (state=, tag=) or all.")],
     dry_run: DryRunOpt = False,
-    reprovision: Annotated[bool, typer.Option("--reprovision", help="Also provision servers that are ready, in service or in maintenance.")] = False,
+    reprovision: Annotated[
+        bool, typer.Option("--reprovision", help="Also provision servers that are ready, in service or in maintenance.")
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Confirm --reprovision of servers in service without asking.")] = False,
-    restart: Annotated[bool, typer.Option("--restart", help="Start a new pass from the first step instead of resuming the journal.")] = False,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Start a new pass from the first step instead of resuming the journal.")
+    ] = False,
     accept_drift: Annotated[bool, typer.Option("--accept-drift", help="Take the BMC's view where it differs from the inventory.")] = False,
     stagger: Annotated[float, typer.Option(help="Seconds between two power-ons in a rack.")] = 2.0,
     concurrency: Annotated[int, typer.Option(help="Servers worked on at once.")] = 64,
@@ -42,17 +46,25 @@ def command(
     from fleetctl.errors import InputError
     from fleetctl.workflows.provision import Options, provision, worst_exit
 
-    for opt, value, ok, rule in (("--stagger", stagger, stagger >= 0, ">= 0"), ("--ansible-window", ansible_window, ansible_window >= 0, ">= 0"),
-                                 ("--concurrency", concurrency, concurrency >= 1, ">= 1"), ("--switch-sessions", switch_sessions, switch_sessions >= 1, ">= 1"),
-                                 ("--poll", poll, poll > 0, "> 0")):  # fmt: skip
+    for opt, value, ok, rule in (
+        ("--stagger", stagger, stagger >= 0, ">= 0"),
+        ("--ansible-window", ansible_window, ansible_window >= 0, ">= 0"),
+        ("--concurrency", concurrency, concurrency >= 1, ">= 1"),
+        ("--switch-sessions", switch_sessions, switch_sessions >= 1, ">= 1"),
+        ("--poll", poll, poll > 0, "> 0"),
+    ):
         if not ok:
             raise InputError(f"{value} is not {rule}", field=opt)
     servers = resolve(targets, output)
     in_service = [s.name for s in servers if s.state == "in-service"]
     if reprovision and in_service and not dry_run and not yes:
         if not sys.stdin.isatty():
-            raise InputError(f"{len(in_service)} server(s) in service ({', '.join(in_service[:3])}...): give --yes to confirm --reprovision")
-        typer.confirm(f"Reprovision {len(in_service)} server(s) in service ({', '.join(in_service[:5])})? Their workloads stop", abort=True)
+            raise InputError(
+                f"{len(in_service)} server(s) in service ({', '.join(in_service[:3])}...): give --yes to confirm --reprovision"
+            )
+        typer.confirm(
+            f"Reprovision {len(in_service)} server(s) in service ({', '.join(in_service[:5])})? Their workloads stop", abort=True
+        )
     opts = Options(dry_run=dry_run, reprovision=reprovision, restart=restart, accept_drift=accept_drift, concurrency=concurrency,
                    stagger_s=stagger, ansible_window_s=ansible_window, poll_s=poll, switch_sessions=switch_sessions)  # fmt: skip
 
@@ -134,7 +146,8 @@ def _report(results: list[Any], stats: dict[str, Any], output: Format, *, dry_ru
                 plan_rows.append({"server": r.server, "what": r.result, "plan": r.error})
         emit(plan_rows, output, columns=["server", "what", "plan"], title="provision plan (nothing changed)")
         return
-    flat = [{k: v for k, v in row.items() if k not in ("done", "resumed", "plan", "timings")} | {"resumed": len(row["resumed"])} for row in rows]
+    hidden = ("done", "resumed", "plan", "timings")
+    flat = [{k: v for k, v in row.items() if k not in hidden} | {"resumed": len(row["resumed"])} for row in rows]
     emit(flat, output, columns=["server", "result", "state", "step", "elapsed", "resumed", "error"],
          styles={"result": lambda v: STATUS_STYLE.get(v)})  # fmt: skip
     if output == Format.table:

@@ -122,7 +122,7 @@ def remove(name: str, dry_run: DryRunOpt = False, reason: ReasonOpt = None) -> N
 SwitchTargetsArg = Annotated[list[str], typer.Argument(help="Switches, racks, sites, role=leaf, platform=eos, or all.")]
 
 
-def _resolve_switches(targets: list[str], output: Format = Format.table) -> list:  # type: ignore[type-arg]
+def _resolve_switches(targets: list[str], output: Format = Format.table) -> list:
     """The switches the TARGETs name, after saying which fleet they belong to."""
     from fleetctl.cli.common import announce_fleet, conn
     from fleetctl.targets import resolve_switches
@@ -133,7 +133,7 @@ def _resolve_switches(targets: list[str], output: Format = Format.table) -> list
     return switches
 
 
-def _finish(outcomes: list, output: Format, problems: int = 0, what: str = "with problems") -> None:  # type: ignore[type-arg]
+def _finish(outcomes: list, output: Format, problems: int = 0, what: str = "with problems") -> None:
     from fleetctl.cli.bmcrun import tally
 
     tally(outcomes, output, problems=problems, what=what)
@@ -149,7 +149,10 @@ def facts(targets: SwitchTargetsArg, output: OutputOpt = Format.table) -> None:
 
     switches = _resolve_switches(targets, output)
     outcomes = run(switches, lambda sw: sw.get_facts(), kind="switch.facts", target_label=" ".join(targets))
-    rows = [{"switch": o.server, "ok": o.ok, **(o.value.model_dump(exclude={"warnings"}) if o.ok else {}), "error": o.error} for o in outcomes]
+    rows = [
+        {"switch": o.server, "ok": o.ok, **(o.value.model_dump(exclude={"warnings"}) if o.ok else {}), "error": o.error}
+        for o in outcomes
+    ]
     emit(rows, output, columns=["switch", "ok", "platform", "os_version", "model", "serial", "uptime_s", "error"])
     _finish(outcomes, output)
 
@@ -244,7 +247,7 @@ def apply_plan(
     _change_ports(switches, work, label=" ".join(targets), kind="switch.apply-plan", force=force, save=save, dry_run=dry_run, output=output)
 
 
-def _change_ports(switches: list, work: dict, *, label: str, kind: str, force: bool, save: bool, dry_run: bool,  # type: ignore[type-arg]
+def _change_ports(switches: list, work: dict, *, label: str, kind: str, force: bool, save: bool, dry_run: bool,
                   output: Format) -> None:  # fmt: skip
     """Carry out port changes switch by switch (switches in parallel); one row per port."""
     from fleetctl.cli.common import conn
@@ -268,7 +271,7 @@ def _change_ports(switches: list, work: dict, *, label: str, kind: str, force: b
             sw.save_config()
         return results
 
-    def judge(results: list) -> str | None:  # type: ignore[type-arg]
+    def judge(results: list) -> str | None:
         """The journal marks a switch failed when any of its ports was refused or not verified."""
         bad = [r["port"] for r in results if "error" in r or not r["change"].ok]
         return f"ports not changed: {', '.join(bad)}" if bad else None
@@ -283,7 +286,9 @@ def _change_ports(switches: list, work: dict, *, label: str, kind: str, force: b
         for r in o.value:
             ch = r.get("change")
             if ch is None:
-                rows.append({"switch": o.server, "port": r["port"], "for": r["who"], "diff": None, "result": "refused", "message": r["error"]})
+                rows.append(
+                    {"switch": o.server, "port": r["port"], "for": r["who"], "diff": None, "result": "refused", "message": r["error"]}
+                )
                 refused += 1
                 continue
             diff = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in ch.diff.items()) or "(no change)"
@@ -296,7 +301,9 @@ def _change_ports(switches: list, work: dict, *, label: str, kind: str, force: b
             else:
                 result = "rolled back" if ch.rolled_back else ("session dropped" if ch.session_dropped else "not verified")
                 bad += 1
-            rows.append({"switch": o.server, "port": r["port"], "for": r["who"], "diff": diff, "result": result, "message": ch.message or None})
+            rows.append(
+                {"switch": o.server, "port": r["port"], "for": r["who"], "diff": diff, "result": result, "message": ch.message or None}
+            )
     emit(rows, output, columns=["switch", "port", "for", "diff", "result", "message"],
          styles={"result": lambda v: {"changed": "green", "ok": "green", "would change": "yellow"}.get(v, "bold red")})  # fmt: skip
     from fleetctl.cli.bmcrun import tally
@@ -348,11 +355,16 @@ def verify_cabling(
         problems += rep.problems
         for kind, items in (("miscabled", rep.miscabled), ("missing", rep.missing), ("unexpected", rep.unexpected)):
             for it in items:
-                rows.append({"switch": o.server, "port": it["port"], "finding": kind, "expected": it.get("expected"), "found": it.get("found"), "message": None})
+                rows.append({
+                    "switch": o.server, "port": it["port"], "finding": kind,
+                    "expected": it.get("expected"), "found": it.get("found"), "message": None,
+                })
         if output != Format.table:
             rows += [{"switch": o.server, "port": p, "finding": "ok", "expected": None, "found": None, "message": None} for p in rep.ok]
         elif not rep.problems:
-            rows.append({"switch": o.server, "port": f"{len(rep.ok)} ports", "finding": "ok", "expected": None, "found": None, "message": None})
+            rows.append(
+                {"switch": o.server, "port": f"{len(rep.ok)} ports", "finding": "ok", "expected": None, "found": None, "message": None}
+            )
     emit(rows, output, columns=["switch", "port", "finding", "expected", "found", "message"],
          styles={"finding": lambda v: "green" if v == "ok" else "bold red" if v == "error" else "yellow"})  # fmt: skip
     _finish(outcomes, output, problems=problems, what="cabling findings")
@@ -427,7 +439,8 @@ def poll(
         hot = [f"{s.name} {s.oper_status}" for s in cur.sensors if str(s.oper_status) not in ("ok", "unknown")]
         # An agent may still call a hot ASIC "ok": the reading decides too.
         hot += [f"{s.name} {s.value:.0f} C" for s in cur.sensors
-                if s.type == "celsius" and s.value is not None and s.value > max_temp and str(s.oper_status) in ("ok", "unknown")]  # fmt: skip
+                if s.type == "celsius" and s.value is not None and s.value > max_temp
+                and str(s.oper_status) in ("ok", "unknown")]  # fmt: skip
         rebooted = bool(rates and rates.rebooted)
         problem = bool(down or unknown or errs or hot or rebooted)
         problems += problem

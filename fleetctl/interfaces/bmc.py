@@ -154,9 +154,7 @@ class PCIeDevice(_Model):
         """True when the link trained below what the device supports."""
         if self.link_gen and self.max_link_gen and self.link_gen < self.max_link_gen:
             return True
-        if self.link_width and self.max_link_width and self.link_width < self.max_link_width:
-            return True
-        return False
+        return bool(self.link_width and self.max_link_width and self.link_width < self.max_link_width)
 
 
 BoardKind = Literal["mncore2", "mncore", "gpu"]
@@ -444,7 +442,7 @@ class _Noop:
         return DriverError(f"{self._bmc_name}: {self.capability} is not supported by this BMC{why}")
 
 
-def _noop_methods(cls: type) -> type:
+def _noop_methods(cls: type[Any]) -> type[Any]:
     """Fill every abstract coroutine of the capability with one that refuses."""
     for name in list(getattr(cls, "__abstractmethods__", ())):
 

@@ -87,7 +87,7 @@ class SnmpTarget(_Model):
     @field_validator("community", "auth_key", "priv_key")
     @classmethod
     def _secret_like(cls, v: Any) -> Any:
-        if v is None or isinstance(v, str) or isinstance(v, Revealable):
+        if v is None or isinstance(v, (str, Revealable)):
             return v
         raise ValueError("must be a str or a Secret (with .reveal())")
 

@@ -202,7 +202,8 @@ def run_batch(
         err = proc.stderr.read() if proc.stderr else ""
         rc = proc.wait()
     if final is None:
-        raise FleetError(f"the Ansible run ended without a result (exit {rc}): {err.strip().splitlines()[-1] if err.strip() else 'no message'}")
+        detail = err.strip().splitlines()[-1] if err.strip() else "no message"
+        raise FleetError(f"the Ansible run ended without a result (exit {rc}): {detail}")
     stats, last_failure = final["stats"] or {}, final["failures"]
     last = final_play()
     for host, out in outcomes.items():
@@ -242,7 +243,7 @@ def _child() -> None:
         kind = event.get("event", "")
         data = event.get("event_data") or {}
         host = data.get("host")
-        if host not in hosts or not kind.startswith("runner_on_"):
+        if not isinstance(host, str) or host not in hosts or not kind.startswith("runner_on_"):
             return True
         status = kind.removeprefix("runner_on_")
         if status == "start":

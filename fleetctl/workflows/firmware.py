@@ -10,6 +10,7 @@ first; any failure in a wave stops the waves after it.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,10 +64,10 @@ def plan_for(inventory: list[Any], want: dict[str, str], *, template: str, base:
 
 
 def operation(want_by_server: dict[str, dict[str, str]], *, template: str, base: str, only: set[str] | None,
-              dry_run: bool, timeout: float = 3600.0):  # type: ignore[no-untyped-def]  # fmt: skip
+              dry_run: bool, timeout: float = 3600.0) -> Callable[[Any], Awaitable[list[ComponentUpdate]]]:  # fmt: skip
     """The per-server operation for the BMC sweep."""
 
-    async def op(bmc):  # type: ignore[no-untyped-def]
+    async def op(bmc: Any) -> list[ComponentUpdate]:
         name = bmc.target.name
         updates = plan_for(await bmc.firmware.inventory(), want_by_server.get(name, {}), template=template, base=base, only=only)
         if dry_run:

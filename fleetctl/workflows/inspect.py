@@ -112,7 +112,7 @@ def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str
                     results[spec.name] = res
                     plans[spec.name] = ed
 
-        def mutate(doc: Any) -> None:
+        def mutate(doc: Any, plans: dict[str, dict[str, Any]] = plans) -> None:
             for name, ed in plans.items():
                 _, spec = inv_edits.find_server(doc, name)
                 res = results[name]
@@ -132,9 +132,10 @@ def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str
                     res.accepted.append(f"serial {ed['serial']}")
 
         if any(p["boards"] is not None or p["macs"] or (accept and (p["serial"] or p["accept_macs"])) for p in plans.values()):
-            edit_site(site, mutate, action="server.inspect", reason="filled from the BMC" + (" (drift accepted)" if accept else ""), url=url)
+            reason = "filled from the BMC" + (" (drift accepted)" if accept else "")
+            edit_site(site, mutate, action="server.inspect", reason=reason, url=url)
 
-    srv_t, ev_t = Server.__table__, Event.__table__  # type: ignore[attr-defined]
+    srv_t, ev_t = Server.__table__, Event.__table__
     with write_transaction(url) as conn:
         for name, res in results.items():
             clean = not res.drift or accept

@@ -68,7 +68,9 @@ def plan_power_on(
     return plan
 
 
-def power_figures(conn: Any, names: list[str]) -> tuple[dict[str, tuple[str, int | None]], dict[str, int | None], dict[str, list[tuple[str, int | None]]]]:
+def power_figures(
+    conn: Any, names: list[str]
+) -> tuple[dict[str, tuple[str, int | None]], dict[str, int | None], dict[str, list[tuple[str, int | None]]]]:
     """(server -> (rack key, peak W)), (rack key -> budget), and every server of those racks with its peak."""
     from fleetctl.store import tables as T
 

@@ -30,22 +30,25 @@ def run(
     returned (a port refused): the journal then says so, with the reason.
     """
     from fleetctl.inventory.service import actor
+    from fleetctl.models import Job
     from fleetctl.models.base import utcnow
     from fleetctl.plugins import drivers_for, sweep
     from fleetctl.store import get_engine
     from fleetctl.store import tables as T
     from fleetctl.targets import switch_targets
 
-    from fleetctl.models import Job
-
     targets, unreachable = switch_targets(switches)
     drivers_for("switch", targets)  # a switch driver that is not installed stops us before the journal
     engine = get_engine(url)
     with engine.begin() as conn:
         # The model's table (not the light one) knows its primary key.
-        job_id = conn.execute(
-            insert(Job.__table__).values(kind=kind, target=target_label, state="running", actor=actor(), args=args or {}, created_at=utcnow())
-        ).inserted_primary_key[0]
+        pk = conn.execute(
+            insert(Job.__table__).values(
+                kind=kind, target=target_label, state="running", actor=actor(), args=args or {}, created_at=utcnow()
+            )
+        ).inserted_primary_key
+        assert pk is not None
+        job_id = pk[0]
     outcomes: dict[str, Outcome] = {n: Outcome(n, False, error=why) for n, why in unreachable.items()}
     # Each switch's driver (``SwitchTarget.driver``) sweeps its own switches; results come back in order.
     for r in sweep("switch", targets, operation, concurrency=concurrency):

@@ -23,9 +23,8 @@ if "lab_client_helpers" not in sys.modules:
     sys.modules["lab_client_helpers"] = _mod
     _spec.loader.exec_module(_mod)
 
-from lab_client_helpers import RF  # noqa: E402
-
 from fleetctl_lab.bmc import LabConfig, LabServerSpec, generate_specs, run_lab_in_thread
+from lab_client_helpers import RF
 
 TIMING = dict(power_transition_s=0.3, graceful_shutdown_s=0.4, firmware_update_s=0.5, max_sessions=3)
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fleetctl_lab.bmc import FAULTS, LabConfig, SimBMC, generate_specs, run_lab_in_thread
-from fleetctl.errors import FleetError
 from fleetctl_lab.hosts import HostSandbox, ansible_host_vars, boot_mode, host_base_address, wait_for_phase
+
+from fleetctl.errors import FleetError
 
 asyncssh = pytest.importorskip("asyncssh")
 
@@ -284,9 +284,8 @@ def test_ssh_refused_while_installing_then_commands_with_stdin_then_refused_afte
             r = await conn.run("gpfn3-smi list; echo oops >&2", check=True)
             assert len(r.stdout.splitlines()) == 4 and r.stderr == "oops\n"
             # SFTP, as Ansible uses it to copy files.
-            async with conn.start_sftp_client() as sftp:
-                async with sftp.open(e["vars"]["ansible_remote_tmp"] + "/x.txt", "w") as f:
-                    await f.write("copied\n")
+            async with conn.start_sftp_client() as sftp, sftp.open(e["vars"]["ansible_remote_tmp"] + "/x.txt", "w") as f:
+                await f.write("copied\n")
             assert Path(e["vars"]["ansible_remote_tmp"], "x.txt").read_text() == "copied\n"
             # Power off: the open connection dies at its next session; new ones are refused.
             _boot(lab, name, None, "ForceOff")

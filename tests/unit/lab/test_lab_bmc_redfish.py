@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -61,7 +62,7 @@ def test_sessions_login_logout_limit_and_basic_auth(lab: Any, rf: Any) -> None:
     assert t.req("GET", "/redfish/v1/Systems")[0] == 401
     status, _, hdrs = anon.req("POST", "/redfish/v1/SessionService/Sessions", {"UserName": "root", "Password": "s3cret"})
     assert status == 201
-    for tok, loc in tokens[1:] + [(hdrs["X-Auth-Token"], hdrs["Location"])]:
+    for tok, loc in [*tokens[1:], (hdrs["X-Auth-Token"], hdrs["Location"])]:
         x = RF(lab.url_of("plain"))
         x.token = tok
         assert x.req("DELETE", loc)[0] == 204
@@ -101,7 +102,7 @@ def test_power_transitions_take_time_and_are_counted(lab: Any, rf: Any) -> None:
     assert k["power_on"] == 1 and k["power_cycle"] == 2 and k["power_off"] == 1 and k["boots"] == 3
     tl = k["power_timeline"]
     assert len(tl) == 3 and all(i["off"] is not None for i in tl)
-    assert all(a["on"] <= a["off"] <= b["on"] for a, b in zip(tl, tl[1:]))
+    assert all(a["on"] <= a["off"] <= b["on"] for a, b in itertools.pairwise(tl))
 
 
 def test_boot_once_is_consumed_and_continuous_is_kept(lab: Any, rf: Any) -> None:
@@ -220,7 +221,7 @@ def test_simple_update_injected_failure(lab: Any, rf: Any) -> None:
     name = "lab-gpu-00005"
     c = rf(name)
     lab.set_fault(name, firmware_fail=1)  # only the next update fails
-    status, doc, hdrs = c.req("POST", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", {"ImageURI": "http://r/bios-9.9.9.bin"})
+    status, _doc, hdrs = c.req("POST", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", {"ImageURI": "http://r/bios-9.9.9.bin"})
     assert status == 202
     _, final = poll_task(c, hdrs["Location"])
     assert final["TaskState"] == "Exception" and final["TaskStatus"] == "Critical"

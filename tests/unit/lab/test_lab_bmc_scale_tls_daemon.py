@@ -14,10 +14,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from lab_client_helpers import RF
-
 from fleetctl_lab.bmc import LabConfig, generate_specs, run_lab_in_thread
 from fleetctl_lab.daemon import lab_down, lab_status, lab_up
+from lab_client_helpers import RF
 
 
 def peer_cert(url: str) -> bytes:

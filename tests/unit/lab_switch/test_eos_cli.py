@@ -119,7 +119,8 @@ def test_privileged_commands_need_enable_and_abbreviations_work(swlab: Any) -> N
         c.send_config_set(["interface Ethernet5", "no shutdown", "no description"])
         st = {r["port"]: r for r in c.send_command("show interfaces status", use_textfsm=True)}
         assert st["Et5"]["status"] == "notconnect"
-        assert "Et1" in c.send_command("show interfaces status | include Et1") and "Et2" not in c.send_command("show interfaces status | include Et1")
+        assert "Et1" in c.send_command("show interfaces status | include Et1")
+        assert "Et2" not in c.send_command("show interfaces status | include Et1")
     finally:
         c.disconnect()
 

@@ -18,6 +18,7 @@ def example_specs(cli: Any) -> list[Any]:
     r = cli("inventory", "import", str(REPO / "inventory"))
     assert r.code == 0, r.err
     from fleetctl_lab.switch.inventory import switch_specs_from_inventory
+
     from fleetctl.store import get_engine
 
     with get_engine().connect() as conn:
@@ -70,9 +71,8 @@ def test_lldp_from_the_cabling_over_ssh_and_snmp(example_specs: list[Any], tmp_p
 
 def test_the_daemon_serves_switches_and_lab_json_lists_them(tmp_path: Path) -> None:
     need_deps()
-    from swlab_helpers import small_specs
-
     from fleetctl_lab.daemon import lab_down, lab_status, lab_up
+    from swlab_helpers import small_specs
 
     sd = tmp_path / "lab"
     try:
@@ -116,9 +116,8 @@ def test_the_daemon_serves_switches_and_lab_json_lists_them(tmp_path: Path) -> N
 
 def test_taken_ports_fall_back_to_ephemeral_ones(swlab: Any, tmp_path: Path) -> None:
     """A second lab on the same addresses (another user, another test run) still comes up."""
-    from swlab_helpers import small_specs
-
     from fleetctl_lab.switch import SwitchLabConfig, run_switch_lab_in_thread
+    from swlab_helpers import small_specs
 
     taken_ssh = swlab.ssh_of("lab-eos-1")
     cfg = SwitchLabConfig(state_dir=str(tmp_path), base_address=taken_ssh[0])

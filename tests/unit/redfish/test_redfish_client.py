@@ -197,7 +197,7 @@ def test_timeout_is_a_timeout_error():
 
             async with driver(bmc.url, retries=0, timeout=0.3) as d:
                 bmc.hooks[("GET", SYSTEM)] = slow
-                with pytest.raises(Timeout, match="within 0.3 s"):
+                with pytest.raises(Timeout, match=r"within 0\.3 s"):
                     await d.power.state()
 
     run(body())
@@ -369,27 +369,25 @@ def test_unknown_power_state_maps_to_unknown():
     async def body():
         res = base_resources()
         res[SYSTEM]["PowerState"] = "Standby-ish"
-        async with FakeBMC(res) as bmc:
-            async with driver(bmc.url) as d:
-                assert await d.power.state() == PowerState.UNKNOWN
+        async with FakeBMC(res) as bmc, driver(bmc.url) as d:
+            assert await d.power.state() == PowerState.UNKNOWN
 
     run(body())
 
 
 def test_boot_override_once_and_continuous_and_refused_device():
     async def body():
-        async with FakeBMC() as bmc:
-            async with driver(bmc.url) as d:
-                await d.boot.set(BootDevice.PXE)
-                assert bmc.patches[-1][1] == {
-                    "Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}
-                }
-                got = await d.boot.get()
-                assert got.device == BootDevice.PXE and got.persistent is False
-                await d.boot.set(BootDevice.HDD, persistent=True)
-                assert (await d.boot.get()).persistent is True
-                with pytest.raises(DriverError, match="not offered"):
-                    await d.boot.set(BootDevice.USB)
+        async with FakeBMC() as bmc, driver(bmc.url) as d:
+            await d.boot.set(BootDevice.PXE)
+            assert bmc.patches[-1][1] == {
+                "Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}
+            }
+            got = await d.boot.get()
+            assert got.device == BootDevice.PXE and got.persistent is False
+            await d.boot.set(BootDevice.HDD, persistent=True)
+            assert (await d.boot.get()).persistent is True
+            with pytest.raises(DriverError, match="not offered"):
+                await d.boot.set(BootDevice.USB)
 
     run(body())
 

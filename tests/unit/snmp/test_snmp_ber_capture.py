@@ -37,7 +37,7 @@ if "snmp_agents" not in sys.modules:
     _mod = importlib.util.module_from_spec(_spec)
     sys.modules["snmp_agents"] = _mod
     _spec.loader.exec_module(_mod)
-import snmp_agents as A
+A = sys.modules["snmp_agents"]
 
 SPEC = A.SwitchSpec(name="cap01", ports=4)
 FIRST_REQUEST_ID = 0x1F2E3D00
@@ -138,7 +138,8 @@ class ReplayAgent(asyncio.DatagramProtocol):
 
 def test_captured_requests_are_what_our_encoder_makes() -> None:
     (_, get), _, (_, bulk), _ = CAPTURED
-    assert get == B.get_request(b"cap", FIRST_REQUEST_ID, [(1, 3, 6, 1, 2, 1, 1, 3, 0), (1, 3, 6, 1, 2, 1, 1, 5, 0), (1, 3, 6, 1, 2, 1, 2, 1, 0)])
+    oids = [(1, 3, 6, 1, 2, 1, 1, 3, 0), (1, 3, 6, 1, 2, 1, 1, 5, 0), (1, 3, 6, 1, 2, 1, 2, 1, 0)]
+    assert get == B.get_request(b"cap", FIRST_REQUEST_ID, oids)
     m = B.decode_message(bulk)
     assert (m.pdu_type, m.request_id, m.error_status, m.error_index) == (B.GET_BULK_REQUEST, FIRST_REQUEST_ID + 1, 0, 5)
     assert bulk == B.get_bulk(b"cap", FIRST_REQUEST_ID + 1, [o for o, _ in m.varbinds], 5)
@@ -189,7 +190,9 @@ def test_replayed_poll_gives_the_same_result_on_both_paths() -> None:
     assert [i.index for i in ours.interfaces] == [1, 2, 3, 4]
     for i in ours.interfaces:
         n = i.index
-        assert (i.name, i.descr, i.alias, i.admin_up, i.speed_mbps, i.last_change_ticks) == (SPEC.port_name(n), None, None, None, None, None)
+        got = (i.name, i.descr, i.alias, i.admin_up, i.speed_mbps, i.last_change_ticks)
+        assert got == (SPEC.port_name(n), None, None, None, None, None)
         assert i.oper_status is (OperStatus.UP if SPEC.oper_up(n) else OperStatus.DOWN)
         assert (i.in_octets, i.out_octets, i.octets_bits) == (SPEC.in_initial(n), SPEC.out_initial(n), 64)
-        assert (i.in_discards, i.out_discards, i.in_errors, i.out_errors) == (SPEC.in_discards(n), SPEC.out_discards(n), 0, SPEC.out_errors(n))
+        got = (i.in_discards, i.out_discards, i.in_errors, i.out_errors)
+        assert got == (SPEC.in_discards(n), SPEC.out_discards(n), 0, SPEC.out_errors(n))

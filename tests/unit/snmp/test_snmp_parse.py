@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from fleetctl_drivers.snmp import parse as P
 from pydantic import ValidationError
 
 from fleetctl.interfaces.snmp import OperStatus, SensorStatus, SnmpTarget
 from fleetctl.secrets import Secret
-from fleetctl_drivers.snmp import parse as P
 
 
 def test_interfaces_prefer_64_bit_octets() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from fleetctl_drivers.snmp import counter_delta, rates, rebooted
 
 from fleetctl.interfaces.snmp import InterfaceCounters, PollResult
-from fleetctl_drivers.snmp import counter_delta, rates, rebooted
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -26,7 +26,9 @@ def _engine() -> usm.Engine:
 def _message(**kw: object) -> tuple[bytes, bytes]:
     key = usm.localized_key("auth-pass-123", b"\x80\x00\x1f\x88\x04fleet")
     pdu = ber.encode_pdu(ber.GET_BULK_REQUEST, 4242, [(SYS_UPTIME, None)], **ber.bulk_fields([SYS_UPTIME], 10))
-    args: dict[str, object] = dict(flags=usm.FLAG_AUTH | usm.FLAG_PRIV | usm.FLAG_REPORTABLE, engine=_engine(), user=b"fleetv3", auth_key=key, priv_key=key)
+    args: dict[str, object] = dict(
+        flags=usm.FLAG_AUTH | usm.FLAG_PRIV | usm.FLAG_REPORTABLE, engine=_engine(), user=b"fleetv3", auth_key=key, priv_key=key
+    )
     args.update(kw)
     return usm.encode(4242, usm.scoped_pdu(pdu, context_engine_id=b"\x80\x00\x1f\x88\x04fleet"), **args), key  # type: ignore[arg-type]
 

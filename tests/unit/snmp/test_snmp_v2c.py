@@ -44,7 +44,10 @@ class Agent(asyncio.DatagramProtocol):
 
 
 def answer(req: B.Message, varbinds: list[tuple[B.Oid, object]], **kw: Any) -> bytes:
-    return B.encode_message(kw.pop("community", req.community), kw.pop("pdu_type", B.RESPONSE), kw.pop("request_id", req.request_id), varbinds, **kw)
+    community = kw.pop("community", req.community)
+    pdu_type = kw.pop("pdu_type", B.RESPONSE)
+    request_id = kw.pop("request_id", req.request_id)
+    return B.encode_message(community, pdu_type, request_id, varbinds, **kw)
 
 
 def target(port: int, **kw: Any) -> SnmpTarget:
@@ -126,7 +129,7 @@ def test_many_requests_in_flight_are_demultiplexed() -> None:
     client = V2cClient()
 
     def h(req: B.Message, nth: int, _: Any) -> bytes:
-        return answer(req, [(o + (req.request_id % 1000,), B.Typed(B.COUNTER64, 2**64 - 1 - req.request_id)) for o, _ in req.varbinds])
+        return answer(req, [((*o, req.request_id % 1000), B.Typed(B.COUNTER64, 2**64 - 1 - req.request_id)) for o, _ in req.varbinds])
 
     async def body(port: int) -> Any:
         return await asyncio.gather(*(client.request(target(port), "bulk", [P.IF_HC_IN_OCTETS], 1) for _ in range(300)))
@@ -135,7 +138,7 @@ def test_many_requests_in_flight_are_demultiplexed() -> None:
     client.close()
     for ((o, v),) in results:
         rid = 2**64 - 1 - v
-        assert o == P.IF_HC_IN_OCTETS + (rid % 1000,)
+        assert o == (*P.IF_HC_IN_OCTETS, rid % 1000)
     assert len({v for ((_, v),) in results}) == 300
 
 
@@ -164,7 +167,10 @@ def test_an_answer_our_decoder_refuses_is_polled_again_with_pysnmp() -> None:
             vbs: list[tuple[B.Oid, object]] = [(P.SYS_UPTIME, B.Typed(B.TIMETICKS, 77)), (P.SYS_NAME, b"sw"), (P.IF_NUMBER, 1)]
             return answer(req, [vb for vb in vbs if vb[0] in {o for o, _ in req.varbinds}])
         # GETBULK: one row (ifIndex 1) per column, then the end of the MIB
-        vbs = [(o + (1,), 7 if o != P.IF_NAME else b"Ethernet1") if o in P.COLUMNS["counters"] else (o, B.END_OF_MIB_VIEW) for o, _ in req.varbinds]
+        vbs = [
+            ((*o, 1), 7 if o != P.IF_NAME else b"Ethernet1") if o in P.COLUMNS["counters"] else (o, B.END_OF_MIB_VIEW)
+            for o, _ in req.varbinds
+        ]
         return answer(req, vbs)
 
     async def body(port: int) -> Any:

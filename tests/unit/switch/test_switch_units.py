@@ -182,12 +182,21 @@ def _eos(answers: dict[str, str]) -> tuple[NetmikoSwitch, _Fake]:
     return sw, fake
 
 
-EOS_STATUS = "Port       Name   Status       Vlan     Duplex Speed  Type\nEt4        srv04  connected    100      full   10G    10GBASE-SR\n"
+EOS_STATUS = (
+    "Port       Name   Status       Vlan     Duplex Speed  Type\n"
+    "Et4        srv04  connected    100      full   10G    10GBASE-SR\n"
+)
 EOS_SWITCHPORT = (
     "Name: Et4\nSwitchport: Enabled\nAdministrative Mode: static access\nOperational Mode: static access\n"
     "Access Mode VLAN: 100 (VLAN0100)\nTrunking Native Mode VLAN: 1 (default)\nTrunking VLANs Enabled: ALL\n"
 )
-EOS_VLANS = "VLAN  Name                             Status    Ports\n----- -------------------------------- --------- -------------------------------\n1     default                          active    \n100   VLAN0100                         active    Et4\n200   VLAN0200                         active    \n"
+EOS_VLANS = (
+    "VLAN  Name                             Status    Ports\n"
+    "----- -------------------------------- --------- -------------------------------\n"
+    "1     default                          active    \n"
+    "100   VLAN0100                         active    Et4\n"
+    "200   VLAN0200                         active    \n"
+)
 
 
 def test_eos_plan_names_only_the_port() -> None:
@@ -275,7 +284,12 @@ def test_run_many_records_failures_per_switch() -> None:
             return NetmikoSwitch(t, connect=refuse)
         return _eos(
             {
-                "show version": "Arista vEOS\nHardware version:    \nSerial number:       SN1\nSystem MAC address:  2803.829a.1347\n\nSoftware image version: 4.14.7M\nArchitecture:           i386\nInternal build version: 4.14.7M-2384414.4147M\nInternal build ID:      92a53fad\n\nUptime:                 1 hour and 5 minutes\nTotal memory:           2028860 kB\nFree memory:            301240 kB\n",
+                "show version": (
+                    "Arista vEOS\nHardware version:    \nSerial number:       SN1\nSystem MAC address:  2803.829a.1347\n\n"
+                    "Software image version: 4.14.7M\nArchitecture:           i386\n"
+                    "Internal build version: 4.14.7M-2384414.4147M\nInternal build ID:      92a53fad\n\n"
+                    "Uptime:                 1 hour and 5 minutes\nTotal memory:           2028860 kB\nFree memory:            301240 kB\n"
+                ),
                 "show hostname": "Hostname: leaf1\nFQDN:     leaf1.example\n",
             }
         )[0]
