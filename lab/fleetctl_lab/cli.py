@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -14,16 +14,26 @@ app = typer.Typer(no_args_is_help=True, help="The lab: a simulated datacenter (B
 
 @app.command("up")
 def up(
-    site: Annotated[str | None, typer.Option("--site", help="Serve this site file or folder (default: the fleet of the selected database).")] = None,
+    site: Annotated[
+        str | None, typer.Option("--site", help="Serve this site file or folder (default: the fleet of the selected database).")
+    ] = None,
     server: Annotated[list[str] | None, typer.Option("--server", help="Only these servers (repeatable).")] = None,
     http: Annotated[bool, typer.Option("--http", help="Plain HTTP instead of HTTPS (benchmarks).")] = False,
     power_transition: Annotated[float, typer.Option(help="Seconds a power transition takes.")] = 2.0,
     firmware_time: Annotated[float, typer.Option(help="Seconds a firmware update task takes.")] = 5.0,
     install_time: Annotated[float, typer.Option(help="Seconds an OS install takes after a PXE or virtual-media boot.")] = 30.0,
     os_boot_time: Annotated[float, typer.Option(help="Seconds an installed OS takes to boot from disk.")] = 1.0,
-    hosts: Annotated[bool, typer.Option("--hosts/--no-hosts", help="Serve the host behind each BMC over SSH (not with --generate).")] = True,
+    hosts: Annotated[
+        bool, typer.Option("--hosts/--no-hosts", help="Serve the host behind each BMC over SSH (not with --generate).")
+    ] = True,
     generate: Annotated[int | None, typer.Option("--generate", help="Instead: N generated servers (benchmarks, scale tests).")] = None,
-    lab_db: Annotated[str | None, typer.Option("--lab-db", help="Put the lab's fleet in this (empty) database URL, e.g. PostgreSQL, instead of the lab folder's SQLite file.")] = None,
+    lab_db: Annotated[
+        str | None,
+        typer.Option(
+            "--lab-db",
+            help="Put the lab's fleet in this (empty) database URL, e.g. PostgreSQL, instead of the lab folder's SQLite file.",
+        ),
+    ] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """Start a lab: a simulated BMC and host per server of a site (or of your fleet), and its switches.
@@ -110,7 +120,10 @@ def status(output: OutputOpt = Format.table) -> None:
     if output == Format.table and st.get("running"):
         rows = [{"server": n, "url": s["url"], "flavour": s.get("flavour")} for n, s in sorted(st.get("servers", {}).items())]
         emit(rows[:20], output, title=f"BMCs ({len(rows)})" + (" (first 20; --output json for all)" if len(rows) > 20 else ""))
-        sws = [{"switch": n, "ssh": s.get("ssh"), "snmp": s.get("snmp"), "platform": s.get("platform")} for n, s in sorted(st.get("switches", {}).items())]
+        sws = [
+            {"switch": n, "ssh": s.get("ssh"), "snmp": s.get("snmp"), "platform": s.get("platform")}
+            for n, s in sorted(st.get("switches", {}).items())
+        ]
         if sws:
             emit(sws, output, title=f"Switches ({len(sws)})")
         hosts = [{"host": n, "ssh": f"{h['address']}:{h['port']}", "phase": phases.get(n, {}).get("phase", "?")}
@@ -121,7 +134,7 @@ def status(output: OutputOpt = Format.table) -> None:
         raise typer.Exit(1)
 
 
-def _host_phases(st: dict) -> dict[str, dict]:  # type: ignore[type-arg]
+def _host_phases(st: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """{server: host info} from the control endpoint; {} when it does not answer."""
     import json
     import urllib.error
@@ -169,7 +182,7 @@ def fault(
     switches = set(st.get("switches", {}))
     on_switches = [n for n in names if n in switches]
     on_bmcs = [n for n in names if n not in switches]
-    requests = []
+    requests: list[tuple[str, str, str, dict[str, Any] | None]] = []
     if on_bmcs:
         body = {"names": "*" if on_bmcs == ["*"] else on_bmcs, "faults": faults}
         requests.append((st["control_url"], "POST", "/lab/v1/faults", body))
@@ -180,8 +193,8 @@ def fault(
             requests.append((base, "DELETE", f"/lab/v1/switches/{name}/faults{query}", None))
         else:
             requests.append((base, "POST", f"/lab/v1/switches/{name}/faults", {"port": port, "faults": faults}))
-    for base, method, path, body in requests:
-        data = json.dumps(body).encode() if body is not None else None
+    for base, method, path, payload in requests:
+        data = json.dumps(payload).encode() if payload is not None else None
         req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=10) as r:

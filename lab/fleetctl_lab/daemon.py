@@ -270,7 +270,9 @@ def lab_up(
     if switches:
         from fleetctl_lab.switch.spec import LabSwitchSpec
 
-        spec_doc["switches"] = [(s if isinstance(s, LabSwitchSpec) else LabSwitchSpec.model_validate(s)).model_dump(mode="json") for s in switches]
+        spec_doc["switches"] = [
+            (s if isinstance(s, LabSwitchSpec) else LabSwitchSpec.model_validate(s)).model_dump(mode="json") for s in switches
+        ]
         spec_doc["switch_config"] = {k: v for k, v in dict(switch_config or {}).items() if k != "state_dir"}
     with os.fdopen(fd, "w") as fh:
         json.dump(spec_doc, fh)

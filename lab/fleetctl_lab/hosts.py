@@ -598,7 +598,7 @@ def _server_class() -> type:
         return _SERVER_CLASS[0]
     import asyncssh
 
-    class HostServer(asyncssh.SSHServer):  # type: ignore[misc]
+    class HostServer(asyncssh.SSHServer):
         def __init__(self, hosts: HostLab, name: str) -> None:
             self.hosts = hosts
             self.name = name

@@ -192,7 +192,8 @@ def fleet(servers: int, per_rack: int = 40, sites: int = 1) -> dict[str, Any]:
         racks: list[dict[str, Any]] = [{
             "name": "rack-net", "height": 42,
             "switches": [{"name": sp, "model": "sn2700", "platform": "sonic", "role": "spine",
-                          "address": f"10.{250 - s}.0.{2 * i + k + 1}", "position": 2 * i + k + 1, "credential": "env:SWITCH", "snmp": {"version": "2c", "credential": "env:SNMP_RO"}}
+                          "address": f"10.{250 - s}.0.{2 * i + k + 1}", "position": 2 * i + k + 1, "credential": "env:SWITCH",
+                          "snmp": {"version": "2c", "credential": "env:SNMP_RO"}}
                          for i, pair in enumerate(spines) for k, sp in enumerate(pair)],
         }]  # fmt: skip
         cabling: list[dict[str, Any]] = []

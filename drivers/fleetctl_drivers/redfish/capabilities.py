@@ -37,7 +37,7 @@ from fleetctl.interfaces.bmc import (
 )
 
 from . import parse
-from .client import TASK_DONE_STATES, RedfishError, odata_id
+from .client import TASK_DONE_STATES, RedfishClient, RedfishError, odata_id
 
 if TYPE_CHECKING:
     from .driver import RedfishDriver
@@ -48,7 +48,7 @@ class _Capability:
         self.d = driver
 
     @property
-    def c(self):  # the client
+    def c(self) -> RedfishClient:  # the client
         return self.d.client
 
     def _fail(self, message: str) -> DriverError:
@@ -515,12 +515,12 @@ class RedfishInventory(_Capability, InventoryInterface):
         by_pci: dict[str, dict] = {}
         for dev in chassis_devs:
             for inst in dev.get("DeviceInstances") or []:
-                if odata_id(inst):
-                    by_pci[odata_id(inst).rstrip("/").lower()] = dev  # type: ignore[union-attr]
+                if inst_id := odata_id(inst):
+                    by_pci[inst_id.rstrip("/").lower()] = dev
         out = []
         for p in pcis:
-            dev = by_pci.get((odata_id(p) or "").rstrip("/").lower())
-            out.append(parse.parse_hpe_pci_device(p, dev))
+            oem_dev = by_pci.get((odata_id(p) or "").rstrip("/").lower())
+            out.append(parse.parse_hpe_pci_device(p, oem_dev))
         if not out:  # no OEM data: try the standard way (a newer iLO)
             return await self._standard_devices(system, warnings, decimal=True)
         return out
@@ -553,18 +553,13 @@ class RedfishHealth(_Capability, HealthInterface):
         sources = []
         # new schema first (ThermalSubsystem/PowerSubsystem/Sensors), the old one where the new says nothing
         thermal_new = await self.c.get_optional(odata_id(chassis.get("ThermalSubsystem")))
-        if thermal_new and odata_id(thermal_new.get("Fans")):
-            report.fans = [
-                parse.parse_new_fan(f) for f in await self.c.members(odata_id(thermal_new["Fans"]), errors=warnings)
-            ]
+        if thermal_new and (fans_uri := odata_id(thermal_new.get("Fans"))):
+            report.fans = [parse.parse_new_fan(f) for f in await self.c.members(fans_uri, errors=warnings)]
         power_new = await self.c.get_optional(odata_id(chassis.get("PowerSubsystem")))
-        if power_new and odata_id(power_new.get("PowerSupplies")):
-            report.psus = [
-                parse.parse_new_psu(p)
-                for p in await self.c.members(odata_id(power_new["PowerSupplies"]), errors=warnings)
-            ]
-        if odata_id(chassis.get("Sensors")):
-            sensors = await self.c.members(odata_id(chassis["Sensors"]), errors=warnings)
+        if power_new and (psus_uri := odata_id(power_new.get("PowerSupplies"))):
+            report.psus = [parse.parse_new_psu(p) for p in await self.c.members(psus_uri, errors=warnings)]
+        if sensors_uri := odata_id(chassis.get("Sensors")):
+            sensors = await self.c.members(sensors_uri, errors=warnings)
             report.temperatures = [t for t in (parse.parse_sensor_temperature(s) for s in sensors) if t]
         if report.fans or report.psus or report.temperatures:
             sources.append("Subsystems")

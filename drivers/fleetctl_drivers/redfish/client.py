@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import logging
 import random
@@ -448,10 +449,8 @@ class RedfishClient:
     async def _sleep_backoff(self, attempt: int, retry_after: str | None = None) -> None:
         delay = self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random())
         if retry_after:
-            try:
+            with contextlib.suppress(ValueError):
                 delay = max(delay, min(float(retry_after), 30.0))
-            except ValueError:
-                pass
         await asyncio.sleep(delay)
 
     async def _send(self, method: str, url: str, headers: dict, data: bytes | None) -> tuple[int, Any, bytes]:
@@ -584,7 +583,7 @@ class RedfishClient:
             if not isinstance(ref, dict):
                 return None
             link = ref.get("@odata.id")
-            if len(ref) > 1 and not (len(ref) == 2 and "@odata.type" in ref) or not link:
+            if (len(ref) > 1 and not (len(ref) == 2 and "@odata.type" in ref)) or not link:
                 return ref if not is_error_body(ref) else None
             try:
                 body = await self.get(link)
@@ -655,10 +654,8 @@ class RedfishClient:
             delay = self.task_poll_interval
             ra = r.headers.get("Retry-After")
             if ra:
-                try:
+                with contextlib.suppress(ValueError):
                     delay = min(float(ra), 60.0)
-                except ValueError:
-                    pass
             await asyncio.sleep(delay)
 
 

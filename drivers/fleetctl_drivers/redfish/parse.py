@@ -207,9 +207,9 @@ def parse_pcie_device(dev: dict, functions: Sequence[dict], *, decimal_ids: bool
         class_code=parse_class_code(fn.get("ClassCode"), decimal=decimal_ids),
         serial=_s(dev.get("SerialNumber")),
         slot=slot,
-        link_gen=PCIE_GEN_MAP.get(iface.get("PCIeType")),
+        link_gen=PCIE_GEN_MAP.get(str(iface.get("PCIeType"))),
         link_width=int(iface["LanesInUse"]) if isinstance(iface.get("LanesInUse"), int) else None,
-        max_link_gen=PCIE_GEN_MAP.get(iface.get("MaxPCIeType")),
+        max_link_gen=PCIE_GEN_MAP.get(str(iface.get("MaxPCIeType"))),
         max_link_width=int(iface["MaxLanes"]) if isinstance(iface.get("MaxLanes"), int) else None,
         firmware=firmware,
         health=health,
@@ -278,8 +278,8 @@ def load_board_rules(path: str | None = None) -> tuple[BoardRule, ...]:
         rules.append(
             BoardRule(
                 kind=r["kind"],
-                vendor_ids=frozenset(parse_pci_id(v) for v in r.get("vendor_ids") or [] if parse_pci_id(v)),
-                device_ids=frozenset(parse_pci_id(v) for v in r.get("device_ids") or [] if parse_pci_id(v)),
+                vendor_ids=frozenset(pid for v in r.get("vendor_ids") or [] if (pid := parse_pci_id(v))),
+                device_ids=frozenset(pid for v in r.get("device_ids") or [] if (pid := parse_pci_id(v))),
                 class_prefixes=tuple(str(c).lower() for c in r.get("class_prefixes") or []),
                 name_patterns=tuple(re.compile(p, re.IGNORECASE) for p in r.get("name_patterns") or []),
             )
@@ -294,7 +294,7 @@ def classify_boards(devices: Iterable[PCIeDevice], rules: Sequence[BoardRule]) -
             if rule.matches(dev):
                 boards.append(
                     Board(
-                        kind=rule.kind,  # type: ignore[arg-type]
+                        kind=rule.kind,
                         serial=dev.serial,
                         slot=dev.slot,
                         pci_address=dev.pci_address,

@@ -80,7 +80,7 @@ async def run_many(
                 else:
                     result.error = f"{target.name}: no result within {per_target_timeout:g} s"
                     result.error_type = "Timeout"
-            except Exception as e:  # one BMC's failure, or a bug, is recorded; the sweep goes on
+            except Exception as e:  # noqa: BLE001 - one BMC's failure, or a bug, is recorded; the sweep goes on
                 result.failed(e)
             result.elapsed = time.perf_counter() - t0
             result.vendor = driver.vendor

@@ -295,7 +295,8 @@ def encode_message(
 ) -> bytes:
     """A whole SNMPv1/v2c message. For GetBulkRequest, ``error_status`` is
     non-repeaters and ``error_index`` max-repetitions (see :func:`get_bulk`)."""
-    return community_message(community, encode_pdu(pdu_type, request_id, varbinds, error_status=error_status, error_index=error_index), version)
+    pdu = encode_pdu(pdu_type, request_id, varbinds, error_status=error_status, error_index=error_index)
+    return community_message(community, pdu, version)
 
 
 def community_message(community: bytes, pdu: bytes, version: int = VERSION_2C) -> bytes:
@@ -430,7 +431,7 @@ def _value(data: bytes, tag: int, s: int, e: int) -> object:
         if not _MIN_INT32 <= v <= _MAX_INT32:
             raise BerError(f"INTEGER {v} out of range at offset {s}")
         return v
-    if tag == OCTET_STRING or tag == OPAQUE:
+    if tag in (OCTET_STRING, OPAQUE):
         return data[s:e]
     if tag in (COUNTER32, GAUGE32, TIMETICKS):
         v = _int(data, s, e)

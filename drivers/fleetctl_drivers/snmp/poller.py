@@ -44,6 +44,7 @@ never aborts the poll of the others.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -125,7 +126,9 @@ class SnmpPoller(Poller):
             return False
         if target.version == "2c":
             return self.v2c == "ber"
-        return self.v3 == "ber" and usm.supports(target.auth_protocol, target.priv_protocol, target.auth_key is not None, target.priv_key is not None)
+        return self.v3 == "ber" and usm.supports(
+            target.auth_protocol, target.priv_protocol, target.auth_key is not None, target.priv_key is not None
+        )
 
     @property
     def requests(self) -> int:
@@ -179,10 +182,8 @@ class SnmpPoller(Poller):
     def close(self) -> None:
         self._v2c_client.close()
         for engine, _ in self._engines:
-            try:
+            with contextlib.suppress(Exception):  # closing what may never have opened
                 engine.close_dispatcher()
-            except Exception:  # noqa: BLE001 (closing what may never have opened)
-                pass
         self._engines.clear()
 
     async def __aenter__(self) -> SnmpPoller:
@@ -237,7 +238,7 @@ class SnmpPoller(Poller):
 
             try:
                 tr = await UdpTransportTarget.create((target.host, target.port), timeout=target.timeout, retries=target.retries)
-            except Exception as e:  # noqa: BLE001 (pysnmp wraps resolver errors in its own)
+            except Exception as e:  # pysnmp wraps resolver errors in its own
                 raise SnmpPollError("unreachable", f"cannot resolve {target.host}: {e}") from e
             self._transport_cache[key] = tr
         return tr
@@ -274,7 +275,9 @@ class SnmpPoller(Poller):
         if error_indication:
             name = type(error_indication).__name__
             if name == "RequestTimedOut":
-                raise SnmpPollError("timeout", f"no answer from {target.host}:{target.port} in {target.timeout}s x {target.retries + 1} tries")
+                raise SnmpPollError(
+                    "timeout", f"no answer from {target.host}:{target.port} in {target.timeout}s x {target.retries + 1} tries"
+                )
             if name in _AUTH_ERRORS:
                 raise SnmpPollError("auth", f"{target.host}:{target.port} refused the credentials: {error_indication}")
             raise SnmpPollError("protocol", f"{target.host}:{target.port}: {error_indication}")
@@ -386,7 +389,7 @@ class SnmpPoller(Poller):
         got = dict(await self._request(target, "get", first))
         result.polled_at = dt.datetime.now(dt.UTC)  # the agent's answer time, for rates
         up = got.get(parse.SYS_UPTIME)
-        result.sys_uptime_ticks = None if up is None or _is_exception(up) else int(up)  # type: ignore[call-overload]
+        result.sys_uptime_ticks = None if up is None or _is_exception(up) else int(up)
         name = got.get(parse.SYS_NAME)
         result.sys_name = None if name is None or _is_exception(name) else parse.text(_plain(name))
         columns = list(dict.fromkeys(c for w in what for c in parse.COLUMNS[w]))

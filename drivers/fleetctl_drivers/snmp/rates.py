@@ -45,9 +45,7 @@ def rebooted(previous: PollResult, current: PollResult) -> bool | None:
     wall_ticks = (current.polled_at - previous.polled_at).total_seconds() * 100
     wrapped = now + UPTIME_MODULUS - before
     # a wrap: the ticks that passed across the wrap match the wall clock (within 10 % + 10 s)
-    if wall_ticks > 0 and abs(wrapped - wall_ticks) <= 0.1 * wall_ticks + 1000:
-        return False
-    return True
+    return not (wall_ticks > 0 and abs(wrapped - wall_ticks) <= 0.1 * wall_ticks + 1000)
 
 
 def interval_seconds(previous: PollResult, current: PollResult) -> float | None:

@@ -56,7 +56,7 @@ def client_socket(family: int = socket.AF_INET) -> socket.socket:
             # capped at net.core.rmem_max (about 200 KB on a stock kernel);
             # with CAP_NET_ADMIN the cap does not apply
             with contextlib.suppress(OSError, AttributeError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, _RCVBUF)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, _RCVBUF)  # type: ignore[attr-defined]  # Linux-only, absent from typeshed
         sock.bind(("0.0.0.0", 0) if family == socket.AF_INET else ("::", 0))
         sock.setblocking(False)
     except OSError:
@@ -208,7 +208,13 @@ class V2cClient:
         return msg.varbinds
 
     async def _exchange(
-        self, target: SnmpTarget, tr: asyncio.DatagramTransport, sockaddr: tuple[Any, ...], rid: int, slot: _Slot, build: Callable[[], bytes]
+        self,
+        target: SnmpTarget,
+        tr: asyncio.DatagramTransport,
+        sockaddr: tuple[Any, ...],
+        rid: int,
+        slot: _Slot,
+        build: Callable[[], bytes],
     ) -> Any:
         """Send ``build()`` and wait for the answer to ``rid``, with the target's timeout and retries.
 
@@ -290,7 +296,10 @@ class V2cClient:
             except ber.BerError as e:  # authentic but undecryptable: our AES, or the agent's
                 raise SnmpPollError("protocol", f"{where}: malformed response: {e}", codec=True) from e
             if msg.pdu_type != ber.RESPONSE or msg.request_id != rid:
-                raise SnmpPollError("protocol", f"{where}: answered PDU 0x{msg.pdu_type:02x} for request {msg.request_id}, not a response to {rid}")
+                raise SnmpPollError(
+                    "protocol",
+                    f"{where}: answered PDU 0x{msg.pdu_type:02x} for request {msg.request_id}, not a response to {rid}",
+                )
             return msg
         raise SnmpPollError("protocol", f"{where}: the agent's engine time or ID kept changing (reports every try)")
 

@@ -14,6 +14,7 @@ command naming any other port is refused before anything is sent.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
 from collections.abc import Callable, Collection, Iterable
@@ -102,7 +103,7 @@ class NetmikoSwitch(Switch):
                 self._lldp = _Lldp(self)
         return self._lldp
 
-    def open(self) -> NetmikoSwitch:
+    def open(self) -> Self:
         if self._conn is not None:
             return self
         kwargs = {
@@ -150,10 +151,8 @@ class NetmikoSwitch(Switch):
     def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            try:
+            with contextlib.suppress(Exception):  # the session may already be gone; nothing to save
                 conn.disconnect()
-            except Exception:  # noqa: BLE001, S110 - the session may already be gone; nothing to save
-                pass
 
     @classmethod
     def sweep(

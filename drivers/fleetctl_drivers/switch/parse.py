@@ -126,7 +126,7 @@ def dashed_table(text: str) -> list[Record]:
     # Widen each column to the gap before the next, so values that overflow
     # the dash run (right-aligned numbers, long names) stay whole.
     bounds = []
-    for k, (start, _end) in enumerate(spans):
+    for k in range(len(spans)):
         lo = spans[k - 1][1] if k else 0
         hi = spans[k + 1][0] if k + 1 < len(spans) else None
         bounds.append((lo, hi))
@@ -469,10 +469,7 @@ def to_interface(rec: Record) -> Interface:
         mode = PortMode.ROUTED
     access_vlan = _int(rec.get("access_vlan"))
     if mode == PortMode.UNKNOWN and vlan_col is not None:
-        if vlan_col.isdigit():
-            mode = PortMode.ACCESS
-        else:
-            mode = map_mode(vlan_col)
+        mode = PortMode.ACCESS if vlan_col.isdigit() else map_mode(vlan_col)
     if (
         access_vlan is None
         and vlan_col is not None

@@ -126,8 +126,8 @@ from fleetctl_lab.bmc.spec import LabBoard, LabConfig, LabNic, LabServerSpec, ge
 from fleetctl_lab.bmc.state import FAULTS, SimBMC
 
 __all__ = [
-    "BMCLab",
     "FAULTS",
+    "BMCLab",
     "LabBoard",
     "LabConfig",
     "LabNic",

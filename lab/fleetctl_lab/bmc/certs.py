@@ -35,14 +35,14 @@ def ensure_cert(state_dir: Path, name: str, ip: str) -> tuple[Path, str]:
             pem = path.read_bytes()
             cert = x509.load_pem_x509_certificate(pem)
             sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-            left = cert.not_valid_after_utc - dt.datetime.now(dt.timezone.utc)
+            left = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
             if ipaddress.ip_address(ip) in sans.get_values_for_type(x509.IPAddress) and left > dt.timedelta(days=365):
                 return path, fingerprint(cert)
         except (ValueError, x509.ExtensionNotFound):
             pass  # unreadable or foreign: make a new one
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name[:64]), x509.NameAttribute(NameOID.ORGANIZATION_NAME, "fleetctl lab")])
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)

@@ -68,7 +68,9 @@ FLAVOURS: dict[str, Flavour] = {
         old_thermal=True,
         new_thermal=False,
         sensors=False,
-        boot_targets=("None", "Cd", "Hdd", "Usb", "SDCard", "Utilities", "Diags", "BiosSetup", "Pxe", "UefiShell", "UefiHttp", "UefiTarget"),
+        boot_targets=(
+            "None", "Cd", "Hdd", "Usb", "SDCard", "Utilities", "Diags", "BiosSetup", "Pxe", "UefiShell", "UefiHttp", "UefiTarget",
+        ),
         error_code="iLO.0.10.ExtendedInfo",
         # NOTE(hpe): iLO 5 lists no PowerCycle; the lab accepts it anyway so
         # drivers can be tested against every reset type.
@@ -80,7 +82,10 @@ FLAVOURS: dict[str, Flavour] = {
         chassis_id="chassis",
         manager_id="bmc",
         manager_model="OpenBmc",
-        vm_slots=(VMSlot("Slot_0", "Virtual Removable Media", ("CD", "USBStick")), VMSlot("Slot_1", "Virtual Removable Media", ("CD", "USBStick"))),
+        vm_slots=(
+            VMSlot("Slot_0", "Virtual Removable Media", ("CD", "USBStick")),
+            VMSlot("Slot_1", "Virtual Removable Media", ("CD", "USBStick")),
+        ),
         system_logs=("EventLog", "HostLogger"),
         manager_logs=("Journal",),
         old_thermal=True,
@@ -103,7 +108,9 @@ FLAVOURS: dict[str, Flavour] = {
         old_thermal=True,
         new_thermal=False,
         sensors=True,
-        boot_targets=("None", "Pxe", "Floppy", "Cd", "Usb", "Hdd", "BiosSetup", "Utilities", "UefiShell", "UefiTarget", "UefiHttp", "RemoteDrive"),
+        boot_targets=(
+            "None", "Pxe", "Floppy", "Cd", "Usb", "Hdd", "BiosSetup", "Utilities", "UefiShell", "UefiTarget", "UefiHttp", "RemoteDrive",
+        ),
         error_code="Base.1.10.GeneralError",
         reset_types=_ALL_RESETS,
     ),

@@ -414,7 +414,11 @@ def pcie_device(bmc: SimBMC, dev_id: str) -> dict[str, Any] | None:
                 "PCIeType": gen,
                 "MaxPCIeType": d["gen"],
             },
-            "Slot": {"Location": {"PartLocation": {"LocationType": "Slot", "LocationOrdinalValue": d["slot"], "ServiceLabel": f"PCIe Slot {d['slot']}"}}},
+            "Slot": {
+                "Location": {
+                    "PartLocation": {"LocationType": "Slot", "LocationOrdinalValue": d["slot"], "ServiceLabel": f"PCIe Slot {d['slot']}"}
+                }
+            },
             "Status": {"State": "Enabled", "Health": "OK", "HealthRollup": "OK"},
             "PCIeFunctions": _ref(f"{p}/PCIeFunctions"),
             "Links": {"Chassis": [_ref(f"{R}/Chassis/{bmc.chassis_id}")]},
@@ -463,7 +467,8 @@ def _temps(bmc: SimBMC) -> list[dict[str, Any]]:
     ]
     for b in bmc.spec.boards:
         label = "MNCore" if b.kind == "mncore2" else "GPU"
-        base.append((f"{label}{b.slot}", f"{label}{b.slot} Temp", "Accelerator" if b.kind == "mncore2" else "GPU", 45.0 if on else 25.0, 85.0, 92.0))
+        context = "Accelerator" if b.kind == "mncore2" else "GPU"
+        base.append((f"{label}{b.slot}", f"{label}{b.slot} Temp", context, 45.0 if on else 25.0, 85.0, 92.0))
     hot = bmc.faults.get("hot_sensor")
     out = []
     for i, (sid, name, ctx, r, warn, crit) in enumerate(base):
@@ -491,7 +496,8 @@ def _fans(bmc: SimBMC) -> list[dict[str, Any]]:
     out = []
     for i in range(6):
         bad = fi == i
-        out.append({"id": f"Fan{i + 1}", "name": f"Fan {i + 1}", "reading": 0 if bad else (9800 if on else 3000), "health": "Critical" if bad else "OK"})
+        reading = 0 if bad else (9800 if on else 3000)
+        out.append({"id": f"Fan{i + 1}", "name": f"Fan {i + 1}", "reading": reading, "health": "Critical" if bad else "OK"})
     return out
 
 
@@ -1045,7 +1051,8 @@ def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
                 doc = {"@odata.id": f"{R}/TaskService", "@odata.type": "#TaskService.v1_2_0.TaskService", "Id": "TaskService",
                        "Name": "Task Service", "ServiceEnabled": True, "Tasks": _ref(f"{R}/TaskService/Tasks")}
             case ["TaskService", "Tasks"]:
-                doc = _collection(f"{R}/TaskService/Tasks", "TaskCollection", "Task Collection", [f"{R}/TaskService/Tasks/{t}" for t in bmc.tasks])
+                task_uris = [f"{R}/TaskService/Tasks/{t}" for t in bmc.tasks]
+                doc = _collection(f"{R}/TaskService/Tasks", "TaskCollection", "Task Collection", task_uris)
             case ["TaskService", "Tasks", t] if t in bmc.tasks:
                 doc = task_doc(bmc, bmc.tasks[t])
             case ["TaskService", "Tasks", t, "Monitor"] if t in bmc.tasks:
@@ -1070,7 +1077,11 @@ def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
                 allowed = {"Boot", "AssetTag", "IndicatorLED"}
                 extra = set(body) - allowed
                 if extra:
-                    return err(bmc, 400, "Base.1.18.PropertyNotWritable", f"The property {sorted(extra)[0]} is a read only property and cannot be assigned a value.", [sorted(extra)[0]])
+                    prop = sorted(extra)[0]
+                    return err(
+                        bmc, 400, "Base.1.18.PropertyNotWritable",
+                        f"The property {prop} is a read only property and cannot be assigned a value.", [prop],
+                    )
                 if "Boot" in body:
                     if not isinstance(body["Boot"], dict):
                         return err(bmc, 400, "Base.1.18.PropertyValueTypeError", "Boot must be an object.", ["Boot"])
@@ -1083,7 +1094,10 @@ def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
             case ["Systems", s, "Bios", "Settings"] if s == sid:
                 attrs = body.get("Attributes")
                 if not isinstance(attrs, dict) or set(body) - {"Attributes", "@Redfish.SettingsApplyTime"}:
-                    return err(bmc, 400, "Base.1.18.PropertyMissing", "The property Attributes is a required property and must be included in the request.", ["Attributes"])
+                    return err(
+                        bmc, 400, "Base.1.18.PropertyMissing",
+                        "The property Attributes is a required property and must be included in the request.", ["Attributes"],
+                    )
                 bmc.set_bios_pending(attrs)
                 return 200, bios_settings(bmc), {}
             case ["Systems", s, "Bios"] if s == sid:
@@ -1098,7 +1112,11 @@ def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
             case ["Systems", s, "Actions", "ComputerSystem.Reset"] if s == sid:
                 rt = b.get("ResetType")
                 if not rt:
-                    return err(bmc, 400, "Base.1.18.ActionParameterMissing", "The action ComputerSystem.Reset requires the parameter ResetType to be present in the request body.", ["ComputerSystem.Reset", "ResetType"])
+                    return err(
+                        bmc, 400, "Base.1.18.ActionParameterMissing",
+                        "The action ComputerSystem.Reset requires the parameter ResetType to be present in the request body.",
+                        ["ComputerSystem.Reset", "ResetType"],
+                    )
                 bmc.reset(str(rt))
                 return 204, None, {}
             case ["Systems", s, "Bios", "Actions", "Bios.ResetBios"] if s == sid:
@@ -1125,7 +1143,11 @@ def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
             case ["UpdateService", "Actions", "UpdateService.SimpleUpdate"]:
                 image = b.get("ImageURI")
                 if not image or not isinstance(image, str):
-                    return err(bmc, 400, "Base.1.18.ActionParameterMissing", "The action SimpleUpdate requires the parameter ImageURI to be present in the request body.", ["SimpleUpdate", "ImageURI"])
+                    return err(
+                        bmc, 400, "Base.1.18.ActionParameterMissing",
+                        "The action SimpleUpdate requires the parameter ImageURI to be present in the request body.",
+                        ["SimpleUpdate", "ImageURI"],
+                    )
                 targets = b.get("Targets") or []
                 if not isinstance(targets, list):
                     return err(bmc, 400, "Base.1.18.ActionParameterValueTypeError", "Targets must be an array.", ["Targets"])
@@ -1154,4 +1176,4 @@ def _exists(bmc: SimBMC, path: str) -> bool:
     return status == 200
 
 
-__all__ = ["dispatch", "error_body", "FAULTS"]
+__all__ = ["FAULTS", "dispatch", "error_body"]

@@ -25,12 +25,12 @@ from typing import Any
 
 from aiohttp import web
 
-from fleetctl_lab.threads import LoopProxy, serve_in_thread
 from fleetctl.errors import FleetError, InputError
 from fleetctl_lab.bmc.certs import ensure_cert, server_context
 from fleetctl_lab.bmc.resources import dispatch, error_body, session_doc
 from fleetctl_lab.bmc.spec import LabConfig, LabServerSpec
 from fleetctl_lab.bmc.state import FAULTS, LabActionError, SimBMC
+from fleetctl_lab.threads import LoopProxy, serve_in_thread
 
 log = logging.getLogger("fleetctl_lab")
 
@@ -320,8 +320,8 @@ class BMCLab:
             bmc.counters.faults_served += 1
             status = self._rng.choice((500, 503))
             mid = "Base.1.18.InternalError" if status == 500 else "Base.1.18.ServiceTemporarilyUnavailable"
-            return self._json(status, error_body(bmc.flavour.error_code, status, mid, "The request failed due to an internal service error (injected)."),
-                              {"Retry-After": "1"} if status == 503 else {})
+            fault_doc = error_body(bmc.flavour.error_code, status, mid, "The request failed due to an internal service error (injected).")
+            return self._json(status, fault_doc, {"Retry-After": "1"} if status == 503 else {})
         return None
 
     async def _login(self, bmc: SimBMC, request: web.Request, now: float) -> web.StreamResponse:

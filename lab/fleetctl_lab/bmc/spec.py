@@ -225,7 +225,7 @@ def generate_specs(
                 serial=f"SN{i:08d}",
                 model=model,
                 manufacturer=manuf,
-                flavour=flavour,  # type: ignore[arg-type]
+                flavour=flavour,
                 password=password,
                 nics=nics,
                 boards=boards,

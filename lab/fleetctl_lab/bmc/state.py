@@ -33,8 +33,8 @@ import secrets
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from fleetctl_lab.bmc.flavours import FLAVOURS, Flavour
 from fleetctl_lab.bmc.spec import LabConfig, LabServerSpec
@@ -87,14 +87,14 @@ class LabActionError(Exception):
 
 
 def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")
 
 
 @dataclass
 class Phase:
     state: str  # PowerState while the phase runs
     end: float
-    result: str  # PowerState after
+    result: Literal["On", "Off"]  # PowerState after
     start_effect: str | None = None
     end_effect: str | None = None
 
@@ -506,7 +506,7 @@ class SimBMC:
             if k not in FAULTS:
                 raise ValueError(f"unknown fault {k!r}; known: {', '.join(sorted(FAULTS))}")
         for k, v in faults.items():
-            if v is None or v is False or v == 0 and k not in ("psu_failed", "fan_failed", "hot_sensor", "pcie_degraded"):
+            if v is None or v is False or (v == 0 and k not in ("psu_failed", "fan_failed", "hot_sensor", "pcie_degraded")):
                 self.faults.pop(k, None)
                 continue
             new = k not in self.faults

@@ -447,8 +447,10 @@ class EOSSession:
                 "  Loopback Mode : None",
                 f"  {changes} link status changes since last clear",
                 "  Last clearing of \"show interface\" counters never",
-                f"  5 minutes input rate {rate_in / 1e9:.2f} Gbps ({pct_in:.1f}% with framing overhead), {int(p.in_octets.rate / 800)} packets/sec",
-                f"  5 minutes output rate {rate_out / 1e9:.2f} Gbps ({pct_out:.1f}% with framing overhead), {int(p.out_octets.rate / 800)} packets/sec",
+                f"  5 minutes input rate {rate_in / 1e9:.2f} Gbps ({pct_in:.1f}% with framing overhead),"
+                f" {int(p.in_octets.rate / 800)} packets/sec",
+                f"  5 minutes output rate {rate_out / 1e9:.2f} Gbps ({pct_out:.1f}% with framing overhead),"
+                f" {int(p.out_octets.rate / 800)} packets/sec",
                 f"     {octets_in // 800} packets input, {octets_in} bytes",
                 "     Received 0 broadcasts, 0 multicast",
                 "     0 runts, 0 giants",
@@ -679,7 +681,8 @@ class EOSSession:
         lines = ["! Command: show " + ("startup-config" if saved else "running-config"),
                  f"! device: {self.sw.hostname} ({s.model}, EOS-{s.os_version})", "!",
                  "! boot system flash:/EOS.swi", "!", "transceiver qsfp default-mode 4x10G", "!",
-                 f"hostname {self.sw.hostname}", "!", f"username {s.username} privilege 15 role network-admin secret sha512 $6$lab", "!"]  # fmt: skip
+                 f"hostname {self.sw.hostname}", "!",
+                 f"username {s.username} privilege 15 role network-admin secret sha512 $6$lab", "!"]  # fmt: skip
         for v in sorted(vlans):
             if v == 1:
                 continue

@@ -112,10 +112,7 @@ class Grammar:
         word = toks[i][0]
         low = word.lower()
         best = Match(INVALID, depth=i)
-        if low in node.keywords:
-            cands = [low]
-        else:
-            cands = [k for k in node.keywords if k.startswith(low)]
+        cands = [low] if low in node.keywords else [k for k in node.keywords if k.startswith(low)]
         if len(cands) > 1:
             return Match(AMBIGUOUS, depth=i, choices=sorted(cands))
         if cands:
@@ -128,7 +125,7 @@ class Grammar:
                 r = self._walk(child, toks, i + used, [*args, value], line)
                 if r.status == OK:
                     return r
-                if r.depth > best.depth or best.status == INVALID and r.depth == best.depth:
+                if r.depth > best.depth or (best.status == INVALID and r.depth == best.depth):
                     best = r
         return best
 

@@ -22,9 +22,8 @@ from typing import Any, Self
 
 from aiohttp import web
 
-from fleetctl_lab.sshserve import close_all, serve_ssh
-from fleetctl_lab.threads import LoopProxy, serve_in_thread
 from fleetctl.errors import FleetError, InputError
+from fleetctl_lab.sshserve import close_all, serve_ssh
 from fleetctl_lab.switch.snmp import (
     SnmpAgents,
     community_of,
@@ -33,6 +32,7 @@ from fleetctl_lab.switch.snmp import (
 )
 from fleetctl_lab.switch.spec import NETMIKO_DEVICE_TYPE, LabSwitchSpec, SwitchLabConfig
 from fleetctl_lab.switch.state import PORT_FAULTS, SWITCH_FAULTS, SimSwitch
+from fleetctl_lab.threads import LoopProxy, serve_in_thread
 
 log = logging.getLogger("fleetctl_lab.switch")
 HOST_KEY_FILE = "switch_host_key"
@@ -342,7 +342,7 @@ def _ssh_server(sw: SimSwitch) -> Any:
     if not _SERVER_CLASS:
         import asyncssh
 
-        class Server(asyncssh.SSHServer):  # type: ignore[misc]
+        class Server(asyncssh.SSHServer):
             def __init__(self, sw: SimSwitch) -> None:
                 self.sw = sw
 

@@ -304,9 +304,9 @@ class SnmpAgents:
         args += [f"--agent-udpv4-endpoint={h}:{p}" for h, p in endpoints]
         env = {**os.environ, "SNMPSIM_ALLOW_ROOT": "true", "FLEETLAB_DATA_FILES": str(len(endpoints))}  # a file per switch
         # Popen returns once the child is forked; starting it off the loop buys nothing.
-        logf = open(self.log_path, "ab")  # noqa: SIM115, ASYNC230 - handed to the child
+        logf = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env, close_fds=True)  # noqa: ASYNC220
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env, close_fds=True)
         finally:
             logf.close()
         (addr, community) = probe

@@ -18,15 +18,15 @@ from typing import Any
 
 from fleetctl_lab.switch.state import Port, SimSwitch
 
-
-
 # What a failing SONiC command prints first (click usage errors, bash, sudo).
 _FAILURE_PREFIXES = ("Usage:", "Error:", "-bash:", "Root privileges")
 
 
 def _split_semicolons(line: str) -> list[str]:
     """Split a shell line on ``;`` outside quotes."""
-    parts, cur, quote = [], [], None
+    parts: list[str] = []
+    cur: list[str] = []
+    quote: str | None = None
     for ch in line:
         if quote:
             if ch == quote:

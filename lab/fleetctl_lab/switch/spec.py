@@ -132,5 +132,5 @@ def generate_switch_specs(n: int, *, ports: int = 64, prefix: str = "labsw", pla
         for j in range(ports):
             nb = LabNeighbor(system=f"{name}-host{j:02d}", port="eth0") if j % 2 == 0 else None
             pl.append(LabSwitchPort(name=f"Ethernet{first + j}", neighbor=nb, vlans=[100] if nb else []))
-        out.append(LabSwitchSpec(name=name, platform=plat, password=password, vlans=[100], ports=pl))  # type: ignore[arg-type]
+        out.append(LabSwitchSpec(name=name, platform=plat, password=password, vlans=[100], ports=pl))
     return out

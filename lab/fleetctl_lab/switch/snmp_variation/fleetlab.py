@@ -11,14 +11,15 @@
 #   67:fleetlab|fn=uptime,boot=1700000000.0               (sysUpTime)
 import math
 import time
+from typing import Any
 
 
-def init(**context):
+def init(**context: Any) -> None:
     pass
 
 
-def _params(value):
-    out = {}
+def _params(value: object) -> dict[str, str]:
+    out: dict[str, str] = {}
     for part in str(value).split(","):
         k, _, v = part.partition("=")
         if k:
@@ -26,7 +27,7 @@ def _params(value):
     return out
 
 
-def variate(oid, tag, value, **context):
+def variate(oid: Any, tag: Any, value: Any, **context: Any) -> tuple[Any, Any, Any]:
     if not context["nextFlag"] and not context["exactMatch"]:
         return context["origOid"], tag, context["errorStatus"]
     if context["setFlag"]:
@@ -51,9 +52,9 @@ def variate(oid, tag, value, **context):
     return oid, tag, v
 
 
-def record(oid, tag, value, **context):
+def record(oid: Any, tag: Any, value: Any, **context: Any) -> tuple[Any, Any, Any]:
     raise NotImplementedError("fleetlab: recording is not supported")
 
 
-def shutdown(**context):
+def shutdown(**context: Any) -> None:
     pass
