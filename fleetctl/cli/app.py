@@ -123,6 +123,8 @@ NOUNS: dict[str, str] = {
     "media": "Virtual media: insert and eject ISOs.",
     "bios": "BIOS attributes: read, stage, apply, verify.",
     "firmware": "Firmware versions against the baseline.",
+    "sweep": "The health sweep over BMCs and switches: run it, list runs, show findings, diff.",
+    "finding": "Acknowledge known problems found by the sweep.",
     "db": "The database: location and migrations.",
 }
 

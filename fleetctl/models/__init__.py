@@ -8,11 +8,15 @@ from fleetctl.models.history import Event, Job, JobStep
 from fleetctl.models.network import Link, Switch, SwitchPort
 from fleetctl.models.server import AcceleratorBoard, Nic, Server, ServerTag
 from fleetctl.models.site import Rack, RackUnit, Site
+from fleetctl.models.sweep import Finding, FindingAck, FindingState, SweepCursor, SweepRun, SweepTarget
 
 __all__ = [
     "AcceleratorBoard",
     "BiosProfile",
     "Event",
+    "Finding",
+    "FindingAck",
+    "FindingState",
     "FirmwareBaseline",
     "HardwareModel",
     "Job",
@@ -24,6 +28,9 @@ __all__ = [
     "Server",
     "ServerTag",
     "Site",
+    "SweepCursor",
+    "SweepRun",
+    "SweepTarget",
     "Switch",
     "SwitchPort",
 ]

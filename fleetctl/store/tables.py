@@ -9,6 +9,9 @@ __all__ = [
     "accelerator_board",
     "bios_profile",
     "event",
+    "finding",
+    "finding_ack",
+    "finding_state",
     "firmware_baseline",
     "hardware_model",
     "job",
@@ -20,6 +23,9 @@ __all__ = [
     "server",
     "server_tag",
     "site",
+    "sweep_cursor",
+    "sweep_run",
+    "sweep_target",
     "switch",
     "switch_port",
 ]
@@ -55,6 +61,52 @@ event = table(
     column("object_name", String()),
     column("detail", String()),
     column("reason", String()),
+)
+
+finding = table(
+    "finding",
+    column("id", Integer()),
+    column("run_id", Integer()),
+    column("kind", String()),
+    column("target", String()),
+    column("check", String()),
+    column("subject", String()),
+    column("status", String()),
+    column("message", String()),
+    column("evidence", JSON()),
+    column("first_seen", DateTime(timezone=True)),
+    column("last_seen", DateTime(timezone=True)),
+    column("new", Boolean()),
+    column("ack_id", Integer()),
+)
+
+finding_ack = table(
+    "finding_ack",
+    column("id", Integer()),
+    column("kind", String()),
+    column("target", String()),
+    column("check", String()),
+    column("subject", String()),
+    column("status", String()),
+    column("reason", String()),
+    column("actor", String()),
+    column("created_at", DateTime(timezone=True)),
+    column("until", DateTime(timezone=True)),
+    column("ended_at", DateTime(timezone=True)),
+    column("ended_why", String()),
+)
+
+finding_state = table(
+    "finding_state",
+    column("kind", String()),
+    column("target", String()),
+    column("check", String()),
+    column("subject", String()),
+    column("status", String()),
+    column("message", String()),
+    column("first_seen", DateTime(timezone=True)),
+    column("last_seen", DateTime(timezone=True)),
+    column("run_id", Integer()),
 )
 
 firmware_baseline = table(
@@ -183,6 +235,47 @@ site = table(
     column("name", String()),
     column("description", String()),
     column("provisioning", JSON()),
+)
+
+sweep_cursor = table(
+    "sweep_cursor",
+    column("kind", String()),
+    column("target", String()),
+    column("value", JSON()),
+    column("updated_at", DateTime(timezone=True)),
+)
+
+sweep_run = table(
+    "sweep_run",
+    column("id", Integer()),
+    column("started_at", DateTime(timezone=True)),
+    column("finished_at", DateTime(timezone=True)),
+    column("state", String()),
+    column("level", String()),
+    column("selector", String()),
+    column("actor", String()),
+    column("host", String()),
+    column("pid", Integer()),
+    column("duration_s", Float()),
+    column("servers", Integer()),
+    column("switches", Integer()),
+    column("counts", JSON()),
+    column("worst_new", String()),
+)
+
+sweep_target = table(
+    "sweep_target",
+    column("id", Integer()),
+    column("run_id", Integer()),
+    column("kind", String()),
+    column("name", String()),
+    column("site", String()),
+    column("rack", String()),
+    column("position", Integer()),
+    column("status", String()),
+    column("elapsed", Float()),
+    column("error", String()),
+    column("metrics", JSON()),
 )
 
 switch = table(

@@ -227,6 +227,9 @@ class RedfishClient:
         backoff: base delay (s) of the exponential backoff between retries.
         task_poll_interval: seconds between task monitor polls when the BMC
             sends no Retry-After.
+        read_once: remember every GET's answer for the life of this client, so
+            that a health sweep, whose capabilities read the same System and
+            Chassis, asks the BMC once per resource. Only for read-only work.
     """
 
     def __init__(
@@ -236,8 +239,10 @@ class RedfishClient:
         fleet: FleetSession | None = None,
         backoff: float = 0.5,
         task_poll_interval: float = 2.0,
+        read_once: bool = False,
     ) -> None:
         self.target = target
+        self._memo: dict[str, asyncio.Future[Any]] | None = {} if read_once else None
         parts = urlsplit(target.url if "://" in target.url else f"https://{target.url}")
         if parts.scheme not in ("http", "https"):
             raise DriverError(f"{target.name}: BMC URL {target.url!r} must be http:// or https://")
@@ -359,14 +364,27 @@ class RedfishClient:
         return uri
 
     async def get(self, uri: str) -> Any:
-        return (await self._request("GET", uri)).body
+        if self._memo is None:
+            return (await self._request("GET", uri)).body
+        # read_once: concurrent readers of one URI share one request; a failure is not remembered
+        fut = self._memo.get(uri)
+        if fut is None:
+            fut = self._memo[uri] = asyncio.get_running_loop().create_future()
+            try:
+                fut.set_result((await self._request("GET", uri)).body)
+            except BaseException as e:
+                del self._memo[uri]
+                fut.set_exception(e)
+                fut.exception()  # retrieved here: the waiters (if any) get it too
+                raise
+        return await asyncio.shield(fut)
 
     async def get_optional(self, uri: str | None) -> Any | None:
         """GET that answers None for a missing optional section (404) or an error body."""
         if not uri:
             return None
         try:
-            body = (await self._request("GET", uri)).body
+            body = await self.get(uri)
         except RedfishError as e:
             if e.status in (404, 400, 410, 501):
                 return None

@@ -1,0 +1,186 @@
+"""What a sweep reads, and what the inventory says it should find.
+
+A BMC is read through the driver's capabilities (one session, at most two
+requests in flight, every resource asked for once: ``read_once``). Each part
+is read on its own, so a part the BMC cannot give (a 500 on the log service)
+is that part's ``unknown``, and the other parts are still judged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+#: The parts of a server reading, in the order checks read them.
+SERVER_PARTS = ("facts", "health", "manager", "logs", "firmware")
+
+
+@dataclass
+class ServerReading:
+    """What one BMC said in one sweep; a part is None when it could not be read (see ``errors``)."""
+
+    facts: Any = None  # SystemFacts
+    health: Any = None  # HealthReport
+    manager: Any = None  # ManagerFacts
+    logs: list[Any] | None = None  # LogEntry, new since the cursor
+    log_cursor: str | None = None
+    firmware: list[Any] | None = None  # FirmwareComponent
+    errors: dict[str, str] = field(default_factory=dict)  # part -> why it could not be read
+    fingerprint: str | None = None
+    # Set when the BMC could not be opened at all (no part was read).
+    session_error: str | None = None
+    session_error_type: str | None = None  # Timeout, AuthError, TLSMismatch, BMCError, ...
+    elapsed: float = 0.0
+
+
+@dataclass
+class BoardExpect:
+    slot: int | None
+    kind: str
+    serial: str
+
+
+@dataclass
+class ServerExpect:
+    """What the inventory says of one server, for the checks."""
+
+    name: str
+    serial: str
+    model: str
+    site: str
+    rack: str
+    position: int
+    board_kind: str | None = None
+    board_count: int = 0
+    boards: list[BoardExpect] = field(default_factory=list)
+    baseline: dict[str, str] = field(default_factory=dict)
+    log_cursor: str | None = None
+    psus_expected: int | None = None
+    max_skew_s: float = 30.0
+    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+
+def bmc_operation(cursors: dict[str, str | None]) -> Any:
+    """The sweep's operation on one opened BMC: every part, each on its own."""
+
+    async def op(bmc: Any) -> ServerReading:
+        r = ServerReading()
+        name = bmc.target.name
+
+        async def part(label: str, coro: Any) -> Any:
+            try:
+                return await coro
+            except Exception as e:  # noqa: BLE001 - a part the BMC cannot give is that part's verdict
+                msg = str(e) if str(e) else type(e).__name__
+                r.errors[label] = msg if msg.startswith(name) else f"{name}: {msg}"
+                return None
+
+        # Facts and health share System and Chassis (read once); manager, logs and firmware are apart.
+        facts, health, manager, logs, firmware = await asyncio.gather(
+            part("facts", bmc.inventory.facts()),
+            part("health", bmc.health.report()),
+            part("manager", bmc.manager.facts()),
+            part("logs", bmc.health.log_entries(since=cursors.get(name))),
+            part("firmware", bmc.firmware.inventory()),
+        )
+        r.facts, r.health, r.manager, r.firmware = facts, health, manager, firmware
+        if logs is not None:
+            r.logs, r.log_cursor = logs
+        else:
+            r.log_cursor = cursors.get(name)
+        r.fingerprint = bmc.fingerprint
+        return r
+
+    return op
+
+
+def server_expectations(conn: Any, names: list[str], cursors: dict[str, dict[str, Any]], *, max_skew_s: float) -> dict[str, ServerExpect]:
+    """{server: ServerExpect} for the named servers, from the inventory."""
+    from fleetctl.store import tables as T
+
+    out: dict[str, ServerExpect] = {}
+    want = set(names)
+    q = (
+        select(T.server.c.id, T.server.c.name, T.server.c.serial, T.server.c.position, T.server.c.model_id,
+               T.rack.c.name.label("rack"), T.site.c.name.label("site"), T.hardware_model.c.name.label("model"),
+               T.hardware_model.c.board_kind, T.hardware_model.c.board_count)  # fmt: skip
+        .join(T.rack, T.rack.c.id == T.server.c.rack_id)
+        .join(T.site, T.site.c.id == T.rack.c.site_id)
+        .join(T.hardware_model, T.hardware_model.c.id == T.server.c.model_id)
+    )
+    by_id: dict[int, ServerExpect] = {}
+    model_of: dict[int, int] = {}
+    for r in conn.execute(q):
+        if r.name not in want:
+            continue
+        e = ServerExpect(r.name, r.serial, r.model, r.site, r.rack, r.position, r.board_kind, r.board_count or 0,
+                         log_cursor=(cursors.get(r.name) or {}).get("log_cursor"), max_skew_s=max_skew_s)  # fmt: skip
+        out[r.name] = by_id[r.id] = e
+        model_of[r.id] = r.model_id
+    for b in conn.execute(select(T.accelerator_board.c.server_id, T.accelerator_board.c.slot, T.accelerator_board.c.kind,
+                                 T.accelerator_board.c.serial)):  # fmt: skip
+        if b.server_id in by_id:
+            by_id[b.server_id].boards.append(BoardExpect(b.slot, b.kind, b.serial))
+    baselines: dict[int, dict[str, str]] = {}
+    for fb in conn.execute(select(T.firmware_baseline.c.model_id, T.firmware_baseline.c.component, T.firmware_baseline.c.version)):
+        baselines.setdefault(fb.model_id, {})[fb.component] = fb.version
+    for sid, e in by_id.items():
+        e.baseline = baselines.get(model_of[sid], {})
+    return out
+
+
+@dataclass
+class SwitchReading:
+    """One SNMP poll of a switch, and the previous sweep's poll (rebuilt from the cursor)."""
+
+    poll: Any  # PollResult
+    previous: Any = None  # PollResult or None
+    rates: Any = None  # Rates or None
+
+
+@dataclass
+class SwitchExpect:
+    name: str
+    site: str
+    rack: str
+    cabled: dict[str, Any] = field(default_factory=dict)  # port -> Expected (LLDP neighbour)
+    max_temp_c: float = 85.0
+    warn_temp_c: float = 75.0
+    error_rate_warning: float = 0.01  # errors per second on a port
+    error_rate_critical: float = 1.0
+    discard_rate_warning: float = 100.0
+
+
+def switch_cursor(poll: Any) -> dict[str, Any]:
+    """What the next sweep needs of this poll: uptime, time, and each port's counters."""
+    keep = ("index", "name", "oper_up", "last_change_ticks", "in_octets", "out_octets", "octets_bits",
+            "in_errors", "out_errors", "in_discards", "out_discards")  # fmt: skip
+    return {
+        "polled_at": poll.polled_at.isoformat(), "sys_uptime_ticks": poll.sys_uptime_ticks,
+        "host": poll.host, "port": poll.port,
+        "interfaces": [{k: getattr(i, k) for k in keep} for i in poll.interfaces],
+    }  # fmt: skip
+
+
+def previous_poll(name: str, cursor: dict[str, Any] | None) -> Any:
+    """The PollResult a cursor stands for (None without one)."""
+    from fleetctl.interfaces.snmp import InterfaceCounters, PollResult
+
+    if not cursor or "polled_at" not in cursor:
+        return None
+    return PollResult(target=name, host=cursor.get("host") or "", port=cursor.get("port") or 161,
+                      polled_at=dt.datetime.fromisoformat(cursor["polled_at"]), sys_uptime_ticks=cursor.get("sys_uptime_ticks"),
+                      interfaces=[InterfaceCounters(**i) for i in cursor.get("interfaces") or []])  # fmt: skip
+
+
+def switch_expectations(conn: Any, switches: list[Any]) -> dict[str, SwitchExpect]:
+    from fleetctl.store import tables as T
+    from fleetctl.workflows.network import expected_neighbours
+
+    sites = dict(conn.execute(select(T.rack.c.name, T.site.c.name).join(T.site, T.site.c.id == T.rack.c.site_id)).all())
+    plan = expected_neighbours(conn, {s.name for s in switches})
+    return {s.name: SwitchExpect(s.name, sites.get(s.rack, ""), s.rack, cabled=plan.get(s.name, {})) for s in switches}

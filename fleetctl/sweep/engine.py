@@ -1,0 +1,385 @@
+"""One sweep run: read every target, judge it, and journal it target by target.
+
+The run row is written first (state ``running``); each target's verdict, its
+findings, the open-problem picture and its cursor (log position, counters)
+are written together, in batches, as targets finish. A sweep killed half
+way keeps what it learned, and the next one reads the cursors of the targets
+that were done; a run whose process is gone is marked ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import delete, insert, select, update
+
+from fleetctl.sweep.model import Finding, Status, worst
+
+#: Targets buffered before a write (a write is one transaction).
+FLUSH_EVERY = 500
+FLUSH_SECONDS = 2.0
+
+
+@dataclass
+class SweepOptions:
+    """How hard a sweep may push (defaults are gentle: 2 requests in flight per BMC).
+
+    Attributes:
+        concurrency: BMCs worked on at once (each with at most ``max_in_flight`` requests).
+        snmp_concurrency: switches polled at once.
+        per_target_timeout: seconds a BMC may take in all (a hung BMC costs this, nothing more).
+        request_timeout: seconds for one request; retries: extra attempts per request (backoff between).
+        max_skew_s: a BMC clock off by more is a finding.
+        retention_days: runs older than this are pruned after the sweep (0: keep all).
+    """
+
+    level: str = "bmc"
+    concurrency: int = 1000
+    snmp_concurrency: int = 100
+    per_target_timeout: float = 60.0
+    request_timeout: float = 10.0
+    retries: int = 1
+    max_in_flight: int = 2
+    max_skew_s: float = 30.0
+    retention_days: int = 90
+
+
+@dataclass
+class TargetVerdict:
+    kind: str
+    name: str
+    status: Status
+    findings: list[Finding]
+    elapsed: float = 0.0
+    error: str | None = None
+    site: str | None = None
+    rack: str | None = None
+    position: int | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SweepResult:
+    run_id: int
+    started_at: dt.datetime
+    duration_s: float
+    servers: int
+    switches: int
+    counts: dict[str, int]
+    new: list[dict[str, Any]]
+    resolved: list[dict[str, Any]]
+    persisting: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+    worst_new: Status
+    pruned: int = 0
+
+
+def _evaluate(kind: str, name: str, reading: Any, expect: Any, level: str) -> list[Finding]:
+    from fleetctl.sweep.registry import checks
+
+    out: list[Finding] = []
+    for spec in checks(kind, level):
+        try:
+            problems = list(spec.fn(reading, expect))
+        except Exception as e:  # noqa: BLE001 - a broken check is that check's unknown, never the sweep's end
+            problems = [_broken(spec.name, e)]
+        out += [Finding(kind, name, spec.name, p.status, p.message, p.subject, dict(p.evidence)) for p in problems]
+    return out
+
+
+def _broken(check: str, e: BaseException) -> Any:
+    from fleetctl.sweep.model import problem
+
+    return problem(Status.UNKNOWN, f"check {check} failed: {type(e).__name__}: {e}", "check", bug=True)
+
+
+class _Recorder:
+    """Buffers verdicts and writes them with the open-problem picture, cursors and acks, per batch."""
+
+    def __init__(self, engine: Any, run_id: int, now: dt.datetime) -> None:
+        from fleetctl.store import tables as T
+
+        self.T = T
+        self.engine = engine
+        self.run_id = run_id
+        self.now = now
+        self.buffer: list[tuple[TargetVerdict, dict[str, Any] | None]] = []
+        self.last_flush = time.monotonic()
+        self.new: list[dict[str, Any]] = []
+        self.resolved: list[dict[str, Any]] = []
+        self.persisting: list[dict[str, Any]] = []
+        self.findings: list[dict[str, Any]] = []
+        self.counts = {s.value: 0 for s in Status}
+        with engine.connect() as c:
+            self.acks = {(a.kind, a.target, a.check, a.subject): a
+                         for a in c.execute(select(T.finding_ack).where(T.finding_ack.c.ended_at.is_(None)))}  # fmt: skip
+
+    def add(self, verdict: TargetVerdict, cursor: dict[str, Any] | None) -> None:
+        self.buffer.append((verdict, cursor))
+        if len(self.buffer) >= FLUSH_EVERY or time.monotonic() - self.last_flush > FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        from fleetctl.store import immediate
+
+        T = self.T
+        batch, self.buffer = self.buffer, []
+        self.last_flush = time.monotonic()
+        with immediate(self.engine) as c:
+            for kind in ("server", "switch"):
+                names = [v.name for v, _ in batch if v.kind == kind]
+                if not names:
+                    continue
+                open_now: dict[tuple[str, str, str, str], Any] = {}
+                for chunk in _chunks(names):
+                    for r in c.execute(select(T.finding_state).where(T.finding_state.c.kind == kind, T.finding_state.c.target.in_(chunk))):
+                        open_now[(r.kind, r.target, r.check, r.subject)] = r
+                    c.execute(delete(T.finding_state).where(T.finding_state.c.kind == kind, T.finding_state.c.target.in_(chunk)))
+                    c.execute(delete(T.sweep_cursor).where(T.sweep_cursor.c.kind == kind, T.sweep_cursor.c.target.in_(chunk)))
+                self._write(c, [(v, cur) for v, cur in batch if v.kind == kind], open_now)
+
+    def _write(self, c: Any, batch: list[tuple[TargetVerdict, dict[str, Any] | None]], open_now: dict[tuple[str, str, str, str], Any]) -> None:
+        T = self.T
+        now = self.now
+        targets, findings, states, cursors = [], [], [], []
+        for v, cursor in batch:
+            self.counts[v.status.value] += 1
+            targets.append({"run_id": self.run_id, "kind": v.kind, "name": v.name, "site": v.site, "rack": v.rack,
+                            "position": v.position, "status": v.status.value, "elapsed": round(v.elapsed, 3),
+                            "error": v.error, "metrics": v.metrics})  # fmt: skip
+            keys = set()
+            for f in v.findings:
+                if f.key in keys:  # one finding per key and run: the first one says it
+                    continue
+                keys.add(f.key)
+                before = open_now.get(f.key)
+                first_seen = before.first_seen if before is not None else now
+                is_new = before is None or Status(f.status).rank > Status(before.status).rank
+                ack = self._ack_for(c, f)
+                row = {"run_id": self.run_id, "kind": f.kind, "target": f.target, "check": f.check, "subject": f.subject,
+                       "status": f.status.value, "message": f.message[:2000], "evidence": _jsonable(f.evidence),
+                       "first_seen": first_seen, "last_seen": now, "new": is_new, "ack_id": ack}  # fmt: skip
+                findings.append(row)
+                states.append({"kind": f.kind, "target": f.target, "check": f.check, "subject": f.subject, "status": f.status.value,
+                               "message": f.message[:2000], "first_seen": first_seen, "last_seen": now, "run_id": self.run_id})  # fmt: skip
+                summary = {k: row[k] for k in ("kind", "target", "check", "subject", "status", "message", "first_seen", "new", "ack_id")}
+                summary["evidence"] = row["evidence"]
+                self.findings.append(summary)
+                (self.new if is_new else self.persisting).append(summary)
+            for key, before in open_now.items():
+                if key[1] == v.name and key not in keys:
+                    self.resolved.append({"kind": key[0], "target": key[1], "check": key[2], "subject": key[3],
+                                          "status": before.status, "message": before.message, "first_seen": before.first_seen})  # fmt: skip
+                    self._end_ack(c, key, "resolved")
+            if cursor is not None:
+                cursors.append({"kind": v.kind, "target": v.name, "value": cursor, "updated_at": now})
+        for table, rows in ((T.sweep_target, targets), (T.finding, findings), (T.finding_state, states), (T.sweep_cursor, cursors)):
+            if rows:
+                c.execute(insert(table), rows)
+
+    def _ack_for(self, c: Any, f: Finding) -> int | None:
+        a = self.acks.get(f.key)
+        if a is None:
+            return None
+        if a.until is not None and _aware(a.until) <= self.now:
+            self._end_ack(c, f.key, "expired")
+            return None
+        if a.status != f.status.value:
+            self._end_ack(c, f.key, "changed")
+            return None
+        return int(a.id)
+
+    def _end_ack(self, c: Any, key: tuple[str, str, str, str], why: str) -> None:
+        a = self.acks.pop(key, None)
+        if a is not None:
+            c.execute(update(self.T.finding_ack).where(self.T.finding_ack.c.id == a.id).values(ended_at=self.now, ended_why=why))
+
+
+def _aware(t: dt.datetime) -> dt.datetime:
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+def _chunks(items: list[str], n: int = 500) -> list[list[str]]:
+    return [items[i : i + n] for i in range(0, len(items), n)]
+
+
+def _jsonable(v: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(v, default=str))
+
+
+def mark_interrupted(engine: Any) -> int:
+    """Runs left ``running`` by a process that is gone: ``interrupted`` (returns how many)."""
+    from fleetctl.store import tables as T
+
+    host = socket.gethostname()
+    with engine.begin() as c:
+        stale = []
+        for r in c.execute(select(T.sweep_run.c.id, T.sweep_run.c.host, T.sweep_run.c.pid).where(T.sweep_run.c.state == "running")):
+            if r.host == host and not _alive(r.pid):
+                stale.append(r.id)
+        if stale:
+            c.execute(update(T.sweep_run).where(T.sweep_run.c.id.in_(stale)).values(state="interrupted"))
+    return len(stale)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run(
+    servers: list[Any],
+    switches: list[Any],
+    *,
+    selector: str,
+    options: SweepOptions | None = None,
+    progress: Callable[[int, int, str, str], None] | None = None,
+    url: str | None = None,
+) -> SweepResult:
+    """Sweep the servers (over their BMCs) and switches (over SNMP); journal everything; return the summary."""
+    from fleetctl.inventory.service import actor
+    from fleetctl.store import get_engine
+    from fleetctl.store import tables as T
+
+    opts = options or SweepOptions()
+    engine = get_engine(url)
+    mark_interrupted(engine)
+    started = dt.datetime.now(dt.UTC)
+    t0 = time.perf_counter()
+    with engine.begin() as c:
+        run_id = c.execute(insert(T.sweep_run).values(
+            started_at=started, state="running", level=opts.level, selector=selector, actor=actor(), host=socket.gethostname(),
+            pid=os.getpid(), servers=len(servers), switches=len(switches), counts={},
+        ).returning(T.sweep_run.c.id)).scalar_one()  # fmt: skip
+    rec = _Recorder(engine, run_id, started)
+    try:
+        asyncio.run(_sweep(engine, rec, servers, switches, opts, progress))
+        rec.flush()
+    except BaseException:
+        rec.flush()  # what was learned stays; the run is interrupted
+        with engine.begin() as c:
+            c.execute(update(T.sweep_run).where(T.sweep_run.c.id == run_id).values(state="interrupted",
+                      duration_s=time.perf_counter() - t0, counts=rec.counts))  # fmt: skip
+        raise
+    duration = time.perf_counter() - t0
+    new_open = [f for f in rec.new if f["ack_id"] is None]
+    worst_new = worst(f["status"] for f in new_open)
+    with engine.begin() as c:
+        c.execute(update(T.sweep_run).where(T.sweep_run.c.id == run_id).values(
+            state="finished", finished_at=dt.datetime.now(dt.UTC), duration_s=duration, counts=rec.counts,
+            worst_new=worst_new.value,
+        ))  # fmt: skip
+    from fleetctl.sweep.history import prune
+
+    pruned = prune(engine, opts.retention_days) if opts.retention_days > 0 else 0
+    return SweepResult(run_id, started, duration, len(servers), len(switches), rec.counts, rec.new, rec.resolved,
+                       rec.persisting, rec.findings, worst_new, pruned)  # fmt: skip
+
+
+async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list[Any], opts: SweepOptions,
+                 progress: Callable[[int, int, str, str], None] | None) -> None:  # fmt: skip
+    from fleetctl.plugins import FleetSessions, sweep_async
+    from fleetctl.store import tables as T
+    from fleetctl.sweep import server_checks, switch_checks
+    from fleetctl.sweep.collect import (
+        ServerReading,
+        SwitchReading,
+        bmc_operation,
+        previous_poll,
+        server_expectations,
+        switch_cursor,
+        switch_expectations,
+    )
+    from fleetctl.targets import bmc_targets, snmp_targets
+
+    with engine.connect() as c:
+        cursors = {(r.kind, r.target): r.value for r in c.execute(select(T.sweep_cursor))}
+        server_cursors = {k[1]: v for k, v in cursors.items() if k[0] == "server"}
+        sexp = server_expectations(c, [s.name for s in servers], server_cursors, max_skew_s=opts.max_skew_s)
+        wexp = switch_expectations(c, switches)
+    total = len(servers) + len(switches)
+    done = 0
+
+    def tick(name: str, status: Status) -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(done, total, name, status.value)
+
+    def server_verdict(name: str, reading: ServerReading, error: str | None) -> None:
+        e = sexp[name]
+        found = _evaluate("server", name, reading, e, opts.level)
+        status = worst(f.status for f in found)
+        cursor = {"log_cursor": reading.log_cursor} if reading.log_cursor else server_cursors.get(name)
+        rec.add(TargetVerdict("server", name, status, found, reading.elapsed, error, e.site, e.rack, e.position,
+                              server_checks.metrics(reading)), cursor)  # fmt: skip
+        tick(name, status)
+
+    def switch_verdict(name: str, poll: Any, cls: Any) -> None:
+        e = wexp[name]
+        prev = previous_poll(name, cursors.get(("switch", name)))
+        rates = cls.rates(prev, poll) if (cls is not None and prev is not None and poll.ok) else None
+        reading = SwitchReading(poll, prev, rates)
+        found = _evaluate("switch", name, reading, e, opts.level)
+        status = worst(f.status for f in found)
+        rec.add(TargetVerdict("switch", name, status, found, poll.duration_s, poll.error, e.site, e.rack, None,
+                              switch_checks.metrics(reading)), switch_cursor(poll) if poll.ok else cursors.get(("switch", name)))  # fmt: skip
+        tick(name, status)
+
+    # Targets the inventory cannot reach are judged first, without a packet sent.
+    btargets, bunreach = bmc_targets(servers, timeout=opts.request_timeout, retries=opts.retries, max_in_flight=opts.max_in_flight)
+    for name, why in bunreach.items():
+        server_verdict(name, ServerReading(session_error=f"{name}: {why}", session_error_type="Inventory"), why)
+    starget, sunreach = snmp_targets(switches)
+    from fleetctl.interfaces.snmp import PollResult
+
+    for name, why in sunreach.items():
+        server_less = PollResult(target=name, host="", port=161, polled_at=dt.datetime.now(dt.UTC), error=f"{name}: {why}",
+                                 error_kind="config")  # fmt: skip
+        switch_verdict(name, server_less, None)
+
+    def on_bmc(_d: int, _t: int, r: Any) -> None:
+        if r.ok:
+            reading = r.value
+            reading.elapsed = r.elapsed
+            server_verdict(r.target, reading, None)
+        else:
+            server_verdict(r.target, ServerReading(session_error=r.error, session_error_type=r.error_type, elapsed=r.elapsed), r.error)
+
+    pollers: dict[str, Any] = {}
+    if starget:
+        from fleetctl.plugins import drivers_for
+
+        pollers = {t.name: cls for cls, ts in drivers_for("snmp", starget).items() for t in ts}
+
+    def on_poll(_d: int, _t: int, p: Any) -> None:
+        switch_verdict(p.target, p, pollers.get(p.target))
+
+    op = bmc_operation({n: (server_cursors.get(n) or {}).get("log_cursor") for n in sexp})
+    async with FleetSessions() as fleets:
+        await asyncio.gather(
+            sweep_async("bmc", btargets, op, concurrency=opts.concurrency, per_target_timeout=opts.per_target_timeout,
+                        progress=on_bmc, fleets=fleets, read_once=True),
+            sweep_async("snmp", starget, what=("if", "lldp", "sensors"), concurrency=opts.snmp_concurrency, progress=on_poll),
+        )  # fmt: skip
+
+
+__all__ = ["SweepOptions", "SweepResult", "TargetVerdict", "mark_interrupted", "run"]

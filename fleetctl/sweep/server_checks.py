@@ -1,0 +1,271 @@
+"""The built-in server checks: pure functions of a reading and the inventory's expectations.
+
+Each yields :class:`~fleetctl.sweep.model.Problem` for what is wrong and
+nothing when all is well; a part that could not be read is judged once, by
+``bmc.read``, never silently as healthy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+from fleetctl.sweep.collect import ServerExpect, ServerReading
+from fleetctl.sweep.model import Problem, Status, problem
+from fleetctl.sweep.registry import check
+
+C, W, U = Status.CRITICAL, Status.WARNING, Status.UNKNOWN
+
+# Redfish health values -> a status (None and OK are fine).
+_HEALTH = {"Warning": W, "Critical": C}
+
+# A temperature this close to its critical threshold (degrees C) is a warning.
+TEMP_MARGIN_C = 5.0
+# A clock off by this much is critical (certificates, logs and Kerberos go wrong).
+SKEW_CRITICAL_S = 600.0
+# On a server's first sweep (no log cursor yet), older entries are history, not news.
+FIRST_SWEEP_LOG_WINDOW = dt.timedelta(days=1)
+# Connection-level failures: the BMC did not answer as a BMC should.
+_UNREACHABLE = {"Timeout", "BMCError", "ClientConnectorError", "ServerDisconnectedError", "OSError", "TimeoutError"}
+
+
+def _health(value: str | None) -> Status | None:
+    return _HEALTH.get(value or "")
+
+
+# ----------------------------------------------------------------- the session
+
+
+@check("bmc.reachable", kind="server", severity=C, reads=("HTTPS to the BMC", "ServiceRoot"), cost="1 request")
+def reachable(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """The BMC answers over HTTPS within its timeout."""
+    if r.session_error and r.session_error_type not in ("AuthError", "TLSMismatch"):
+        status = C if (r.session_error_type or "") in _UNREACHABLE else U
+        yield problem(status, r.session_error, error_type=r.session_error_type)
+
+
+@check("bmc.login", kind="server", severity=C, reads=("SessionService",), cost="2 requests (login, logout)")
+def login(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """The credential of the inventory logs in."""
+    if r.session_error and r.session_error_type == "AuthError":
+        yield problem(C, r.session_error)
+
+
+@check("bmc.certificate", kind="server", severity=C, reads=("TLS handshake",))
+def certificate(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """The BMC's certificate matches the pin in the inventory."""
+    if r.session_error and r.session_error_type == "TLSMismatch":
+        yield problem(C, r.session_error)
+
+
+@check("bmc.read", kind="server", severity=U, reads=("every resource below",))
+def readable(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """Every part of the sweep could be read (a part that could not is unknown, not healthy)."""
+    for part, why in sorted(r.errors.items()):
+        yield problem(U, f"{part} could not be read: {why}", part)
+
+
+# ------------------------------------------------------------------- health
+
+
+@check("system.health", kind="server", severity=W, reads=("Systems/{id} Status",))
+def system_health(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """The system's own health (Status.Health) is OK."""
+    if r.health and (s := _health(r.health.system_health)):
+        yield problem(s, f"system health {r.health.system_health} (rollup {r.health.system_health_rollup})",
+                      health=r.health.system_health, rollup=r.health.system_health_rollup)  # fmt: skip
+
+
+@check("chassis.health", kind="server", severity=W, reads=("Chassis/{id} Status",), cost="1 request")
+def chassis_health(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """The chassis's health is OK."""
+    if r.health and (s := _health(r.health.chassis_health)):
+        yield problem(s, f"chassis health {r.health.chassis_health}", health=r.health.chassis_health)
+
+
+@check("psu", kind="server", severity=C, reads=("Chassis Power or PowerSubsystem/PowerSupplies",), cost="1-3 requests")
+def psus(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """Each power supply present is healthy."""
+    if not r.health:
+        return
+    for p in r.health.psus:
+        if not p.ok:
+            yield problem(_health(p.health) or W, f"PSU {p.name}: {p.health} ({p.state})", p.name, health=p.health, state=p.state)
+
+
+@check("psu.redundancy", kind="server", severity=C, reads=("Chassis Power or PowerSubsystem/PowerSupplies",))
+def psu_redundancy(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """A server with several PSUs keeps at least two working (N+1)."""
+    if not r.health or len(r.health.psus) < 2:
+        return
+    present = [p for p in r.health.psus if p.state != "Absent"]
+    working = [p for p in present if p.ok]
+    if len(working) < 2:
+        yield problem(C, f"no PSU redundancy: {len(working)} of {len(r.health.psus)} PSUs working",
+                      working=[p.name for p in working], psus=len(r.health.psus))  # fmt: skip
+
+
+@check("fan", kind="server", severity=W, reads=("Chassis Thermal or ThermalSubsystem/Fans",), cost="1-2 requests")
+def fans(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """Each fan present is healthy."""
+    if not r.health:
+        return
+    for f in r.health.fans:
+        if not f.ok:
+            yield problem(_health(f.health) or W, f"fan {f.name}: {f.health}" + (f" at {f.reading:g} {f.units or ''}".rstrip()
+                          if f.reading is not None else ""), f.name, health=f.health, reading=f.reading)  # fmt: skip
+
+
+@check("temperature", kind="server", severity=C, reads=("Chassis Thermal or Sensors",))
+def temperatures(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """Each temperature is below its thresholds (critical at or above them, a warning within 5 C)."""
+    if not r.health:
+        return
+    for t in r.health.temperatures:
+        ev = {"reading_c": t.reading, "upper_critical": t.upper_critical, "upper_fatal": t.upper_fatal, "health": t.health}
+        limit = t.upper_critical if t.upper_critical is not None else t.upper_fatal
+        if t.reading is not None and limit is not None and t.reading >= limit:
+            yield problem(C, f"{t.name} {t.reading:g} C, at or above its limit {limit:g} C", t.name, **ev)
+        elif (s := _health(t.health)) is not None:
+            yield problem(s, f"{t.name} {t.health}" + (f" at {t.reading:g} C" if t.reading is not None else ""), t.name, **ev)
+        elif t.reading is not None and limit is not None and t.reading >= limit - TEMP_MARGIN_C:
+            yield problem(W, f"{t.name} {t.reading:g} C, within {TEMP_MARGIN_C:g} C of its limit {limit:g} C", t.name, **ev)
+
+
+@check("bmc.log", kind="server", severity=W, reads=("Systems and Managers LogServices/*/Entries",), cost="2-6 requests")
+def log_entries(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """No Warning or Critical BMC log entry since the last sweep."""
+    if not r.logs:
+        return
+    bad = [x for x in r.logs if (x.severity or "") in ("Warning", "Critical")]
+    if e.log_cursor is None:  # the first sweep of this server: only the last day's entries are news
+        since = e.now - FIRST_SWEEP_LOG_WINDOW
+        bad = [x for x in bad if x.created is not None and x.created >= since]
+    if not bad:
+        return
+    status = C if any(x.severity == "Critical" for x in bad) else W
+    newest = bad[-1]
+    yield problem(status, f"{len(bad)} new log entr{'y' if len(bad) == 1 else 'ies'} since the last sweep, newest: "
+                  f"{newest.severity} {newest.message or newest.message_id or ''}".rstrip(),
+                  entries=[x.model_dump(mode="json") for x in bad[-20:]], count=len(bad))  # fmt: skip
+
+
+@check("bmc.clock", kind="server", severity=W, reads=("Managers/{id} DateTime",), cost="1 request")
+def clock(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """The BMC's clock is within 30 s of ours (600 s: critical)."""
+    skew = r.manager.clock_skew_seconds if r.manager else None
+    if skew is not None and abs(skew) > e.max_skew_s:
+        yield problem(C if abs(skew) > SKEW_CRITICAL_S else W, f"BMC clock off by {skew:+.0f} s", skew_s=round(skew, 1))
+
+
+# ----------------------------------------------------------------- firmware
+
+
+@check("firmware.baseline", kind="server", severity=W, reads=("UpdateService/FirmwareInventory",), cost="1 + N requests")
+def firmware(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """Each component of the model's firmware baseline runs the baseline's version."""
+    if r.firmware is None or not e.baseline:
+        return
+    from fleetctl.workflows.firmware import baseline_key
+
+    seen: dict[str, list[str | None]] = {}
+    for comp in r.firmware:
+        k = baseline_key(e.baseline, comp)
+        if k is not None:
+            seen.setdefault(k, []).append(comp.version)
+    for comp_name, want in sorted(e.baseline.items()):
+        have = seen.get(comp_name)
+        if have is None:
+            yield problem(W, f"{comp_name}: not reported by the BMC (baseline {want})", comp_name, baseline=want, running=None)
+            continue
+        off = sorted({str(v) for v in have if v != want})
+        if off:
+            yield problem(W, f"{comp_name}: {', '.join(off)}, baseline {want}", comp_name, baseline=want, running=off)
+
+
+# ------------------------------------------------------------ accelerators
+
+
+def _board_label(b: Any) -> str:
+    return f"slot {b.slot}" if b.slot is not None else (b.serial or b.pci_address or "board")
+
+
+@check("accel.present", kind="server", severity=C, reads=("Chassis PCIeDevices/PCIeFunctions",), cost="1 + 2 per device")
+def accel_present(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """Every accelerator board of the inventory is seen by the BMC."""
+    if r.facts is None or not (e.boards or e.board_count):
+        return
+    seen = {(b.serial or "").strip() for b in r.facts.boards if b.serial}
+    missing = [b for b in e.boards if b.serial not in seen]
+    for b in missing:
+        yield problem(C, f"board {b.serial} ({b.kind}, slot {b.slot}) not seen by the BMC", f"slot {b.slot}",
+                      serial=b.serial, kind=b.kind)  # fmt: skip
+    if not e.boards and e.board_count and len(r.facts.boards) < e.board_count:
+        yield problem(C, f"{len(r.facts.boards)} of {e.board_count} {e.board_kind} boards seen", "count",
+                      seen=len(r.facts.boards), expected=e.board_count)  # fmt: skip
+
+
+def _link(d: Any) -> str:
+    return f"Gen{d.link_gen or '?'} x{d.link_width or '?'}"
+
+
+@check("accel.pcie", kind="server", severity=W, reads=("PCIeDevices PCIeInterface",))
+def accel_pcie(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """Each accelerator's PCIe link trained at the generation and width it supports."""
+    if r.facts is None:
+        return
+    devices = {d.id: d for d in r.facts.pcie_devices}
+    for b in r.facts.boards:
+        d = devices.get(b.pcie_device_id or "")
+        if d is not None and d.link_degraded:
+            yield problem(W, f"board {b.serial or ''} PCIe link {_link(d)}, capable of Gen{d.max_link_gen or '?'} "
+                          f"x{d.max_link_width or '?'}", _board_label(b), serial=b.serial, link_gen=d.link_gen,
+                          link_width=d.link_width, max_link_gen=d.max_link_gen, max_link_width=d.max_link_width)  # fmt: skip
+
+
+@check("accel.health", kind="server", severity=C, reads=("PCIeDevices Status",))
+def accel_health(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """Each accelerator board reports itself healthy."""
+    if r.facts is None:
+        return
+    for b in r.facts.boards:
+        if (s := _health(b.health)) is not None:
+            yield problem(s, f"board {b.serial or ''} health {b.health}", _board_label(b), serial=b.serial, health=b.health)
+
+
+# ----------------------------------------------------------------- inventory
+
+
+@check("inventory.drift", kind="server", severity=W, reads=("Systems/{id} SerialNumber", "PCIeDevices"))
+def drift(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
+    """The BMC describes the server the inventory holds (serial, boards)."""
+    if r.facts is None:
+        return
+    if r.facts.serial and e.serial and r.facts.serial.strip() != e.serial:
+        yield problem(W, f"serial: inventory {e.serial}, BMC {r.facts.serial.strip()}", "serial",
+                      inventory=e.serial, bmc=r.facts.serial.strip())  # fmt: skip
+    declared = {b.serial for b in e.boards}
+    for b in r.facts.boards:
+        if b.serial and declared and b.serial not in declared:
+            yield problem(W, f"board {b.serial} seen by the BMC, not in the inventory", f"board {b.serial}", serial=b.serial)
+
+
+def metrics(r: ServerReading) -> dict[str, Any]:
+    """The small readings kept per server per run, for metrics and reports."""
+    out: dict[str, Any] = {}
+    if r.health:
+        temps = {t.name: t.reading for t in r.health.temperatures if t.reading is not None}
+        if temps:
+            out["temperatures"] = temps
+            out["max_temp_c"] = max(temps.values())
+        out["psus_ok"] = sum(1 for p in r.health.psus if p.ok)
+        out["psus"] = len(r.health.psus)
+        out["fans_ok"] = sum(1 for f in r.health.fans if f.ok)
+    if r.manager and r.manager.clock_skew_seconds is not None:
+        out["clock_skew_s"] = round(r.manager.clock_skew_seconds, 1)
+    if r.firmware is not None:
+        out["firmware"] = {c.id: c.version for c in r.firmware}
+    if r.facts is not None:
+        out["boards"] = len(r.facts.boards)
+    return out
