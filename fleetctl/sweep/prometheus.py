@@ -155,7 +155,7 @@ def families(conn: Any, run_id: int | None = None) -> list[Family]:
     f_err = Family("fleetctl_switch_port_errors_per_second",
                    "Errors per second on a switch port between the last two sweeps, by direction; only ports with errors.")  # fmt: skip
     f_disc = Family("fleetctl_switch_port_discards_per_second",
-                    "Discards per second on a switch port between the last two sweeps, by direction; only ports with discards.")  # fmt: skip
+                    "Discards per second on a switch port between the last two sweeps, by direction; only ports that discard.")  # fmt: skip
 
     f_run.add(rid)
     f_ts.add(_unix(run.get("finished_at")))
