@@ -34,7 +34,9 @@ def parse_until(text: str) -> dt.datetime:
 def ack(
     finding: FindingArg,
     reason: Annotated[str, typer.Option("--reason", help="Why it is known and acceptable for now (required).")],
-    until: Annotated[str | None, typer.Option("--until", help="Until a date (2026-12-24) or for a duration (7d); default: until it changes.")] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Until a date (2026-12-24) or for a duration (7d); default: until it changes.")
+    ] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """Silence a known problem until it expires, changes status, or clears; it still shows, marked."""
@@ -77,4 +79,5 @@ def acks(
 
     with conn() as c:
         rows = history.acks(c, include_ended=all_)
-    emit(rows, output, columns=["id", "target", "check", "subject", "status", "reason", "actor", "created_at", "until", "ended_at", "ended_why"])
+    cols = ["id", "target", "check", "subject", "status", "reason", "actor", "created_at", "until", "ended_at", "ended_why"]
+    emit(rows, output, columns=cols)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -25,7 +24,7 @@ EXIT_BY_STATUS = {"ok": 0, "warning": 1, "unknown": 4, "critical": 5}
 class _RunByDefault(TyperGroup):
     """`fleetctl sweep rack-12` means `fleetctl sweep run rack-12`."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
             args = ["run", *args]
         return super().parse_args(ctx, args)
@@ -102,7 +101,8 @@ def _print_findings(findings: list[dict[str, Any]], output: Format, *, limit: in
     if shown and shown[0].get("id") is not None:
         cols = ["id", *cols]
     emit(_finding_rows(shown), output, columns=cols, title=title,
-         styles={"status": lambda v: _STYLE.get(v), "change": lambda v: "bold" if v == "NEW" else "dim" if v == "acked" else None})  # fmt: skip
+         styles={"status": lambda v: _STYLE.get(v),
+                 "change": lambda v: "bold" if v == "NEW" else "dim" if v == "acked" else None})  # fmt: skip
     if limit and len(findings) > limit:
         console(stderr=True).print(f"... and {len(findings) - limit} more: fleetctl sweep show")
 
@@ -111,13 +111,17 @@ def _print_findings(findings: list[dict[str, Any]], output: Format, *, limit: in
 def run(
     targets: Annotated[list[str] | None, typer.Argument(help="Servers, switches, racks, sites, selectors, or all (the default).")] = None,
     level: Annotated[str, typer.Option("--level", help="bmc: BMCs and switches; host: also what only the host sees.")] = "bmc",
-    textfile: Annotated[Path | None, typer.Option("--textfile", help="Also write fleetctl.prom here for node_exporter's textfile collector.")] = None,
+    textfile: Annotated[
+        Path | None, typer.Option("--textfile", help="Also write fleetctl.prom here for node_exporter's textfile collector.")
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="BMCs read at once (each with at most 2 requests in flight).", min=1)] = 1000,
     timeout: Annotated[float, typer.Option(help="Seconds one BMC may take in all; a hung BMC costs this, nothing more.", min=1)] = 60.0,
     request_timeout: Annotated[float, typer.Option(help="Seconds for one request.", min=0.1)] = 10.0,
     retries: Annotated[int, typer.Option(help="Extra attempts per request, with backoff.", min=0, max=5)] = 1,
     max_skew: Annotated[float, typer.Option(help="A BMC clock off by more seconds is a finding.", min=0)] = 30.0,
-    retention: Annotated[int, typer.Option(help="Days of sweep history to keep (0: keep all).", min=0, envvar="FLEETCTL_SWEEP_RETENTION_DAYS")] = 90,
+    retention: Annotated[
+        int, typer.Option(help="Days of sweep history to keep (0: keep all).", min=0, envvar="FLEETCTL_SWEEP_RETENTION_DAYS")
+    ] = 90,
     limit: Annotated[int, typer.Option(help="Findings shown per table (0: all); every one is stored.", min=0)] = 50,
     output: OutputOpt = Format.table,
 ) -> None:
@@ -189,7 +193,8 @@ def _report(result: Any, output: Format, limit: int) -> None:
     acked = sum(1 for f in result.findings if f.get("ack_id"))
     by = {s: sum(1 for f in result.new if f["status"] == s) for s in ("critical", "unknown", "warning")}
     out.print(f"since the last sweep: {len(result.new)} new (" + ", ".join(f"{n} {s}" for s, n in by.items() if n) + "), "
-              f"{len(result.resolved)} resolved, {len(result.persisting)} persisting" + (f"; {acked} acknowledged" if acked else ""))  # fmt: skip
+              f"{len(result.resolved)} resolved, {len(result.persisting)} persisting"
+              + (f"; {acked} acknowledged" if acked else ""))  # fmt: skip
     if result.findings:
         _print_findings(result.findings, output, limit=limit)
     if result.resolved:

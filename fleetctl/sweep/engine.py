@@ -14,7 +14,7 @@ import datetime as dt
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,8 @@ from fleetctl.sweep.model import Finding, Status, worst
 #: Targets buffered before a write (a write is one transaction).
 FLUSH_EVERY = 500
 FLUSH_SECONDS = 2.0
+
+Key = tuple[str, str, str, str]  # (kind, target, check, subject)
 
 
 @dataclass
@@ -139,7 +141,7 @@ class _Recorder:
                 names = [v.name for v, _ in batch if v.kind == kind]
                 if not names:
                     continue
-                open_now: dict[tuple[str, str, str, str], Any] = {}
+                open_now: dict[Key, Any] = {}
                 for chunk in _chunks(names):
                     for r in c.execute(select(T.finding_state).where(T.finding_state.c.kind == kind, T.finding_state.c.target.in_(chunk))):
                         open_now[(r.kind, r.target, r.check, r.subject)] = r
@@ -147,7 +149,7 @@ class _Recorder:
                     c.execute(delete(T.sweep_cursor).where(T.sweep_cursor.c.kind == kind, T.sweep_cursor.c.target.in_(chunk)))
                 self._write(c, [(v, cur) for v, cur in batch if v.kind == kind], open_now)
 
-    def _write(self, c: Any, batch: list[tuple[TargetVerdict, dict[str, Any] | None]], open_now: dict[tuple[str, str, str, str], Any]) -> None:
+    def _write(self, c: Any, batch: list[tuple[TargetVerdict, dict[str, Any] | None]], open_now: dict[Key, Any]) -> None:
         T = self.T
         now = self.now
         targets, findings, states, cursors = [], [], [], []
@@ -198,7 +200,7 @@ class _Recorder:
             return None
         return int(a.id)
 
-    def _end_ack(self, c: Any, key: tuple[str, str, str, str], why: str) -> None:
+    def _end_ack(self, c: Any, key: Key, why: str) -> None:
         a = self.acks.pop(key, None)
         if a is not None:
             c.execute(update(self.T.finding_ack).where(self.T.finding_ack.c.id == a.id).values(ended_at=self.now, ended_why=why))
@@ -253,8 +255,13 @@ def run(
     options: SweepOptions | None = None,
     progress: Callable[[int, int, str, str], None] | None = None,
     url: str | None = None,
+    collect: Callable[[_Recorder], Awaitable[None]] | None = None,
 ) -> SweepResult:
-    """Sweep the servers (over their BMCs) and switches (over SNMP); journal everything; return the summary."""
+    """Sweep the servers (over their BMCs) and switches (over SNMP); journal everything; return the summary.
+
+    ``collect(recorder)`` replaces the reading of devices (tests feed verdicts
+    with ``recorder.add``); the journal, diff and acks are the same.
+    """
     from fleetctl.inventory.service import actor
     from fleetctl.store import get_engine
     from fleetctl.store import tables as T
@@ -271,7 +278,7 @@ def run(
         ).returning(T.sweep_run.c.id)).scalar_one()  # fmt: skip
     rec = _Recorder(engine, run_id, started)
     try:
-        asyncio.run(_sweep(engine, rec, servers, switches, opts, progress))
+        asyncio.run(collect(rec) if collect else _sweep(engine, rec, servers, switches, opts, progress))
         rec.flush()
     except BaseException:
         rec.flush()  # what was learned stays; the run is interrupted
@@ -326,7 +333,7 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
 
     def server_verdict(name: str, reading: ServerReading, error: str | None) -> None:
         e = sexp[name]
-        found = _evaluate("server", name, reading, e, opts.level)
+        found = server_checks.explained(_evaluate("server", name, reading, e, opts.level))
         status = worst(f.status for f in found)
         cursor = {"log_cursor": reading.log_cursor} if reading.log_cursor else server_cursors.get(name)
         rec.add(TargetVerdict("server", name, status, found, reading.elapsed, error, e.site, e.rack, e.position,
@@ -340,8 +347,9 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
         reading = SwitchReading(poll, prev, rates)
         found = _evaluate("switch", name, reading, e, opts.level)
         status = worst(f.status for f in found)
+        cursor = switch_cursor(poll) if poll.ok else cursors.get(("switch", name))
         rec.add(TargetVerdict("switch", name, status, found, poll.duration_s, poll.error, e.site, e.rack, None,
-                              switch_checks.metrics(reading)), switch_cursor(poll) if poll.ok else cursors.get(("switch", name)))  # fmt: skip
+                              switch_checks.metrics(reading)), cursor)  # fmt: skip
         tick(name, status)
 
     # Targets the inventory cannot reach are judged first, without a packet sent.

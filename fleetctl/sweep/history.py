@@ -125,7 +125,8 @@ def prune(engine: Any, keep_days: int) -> int:
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=keep_days)
     with engine.begin() as c:
         latest = c.execute(select(func.max(T.sweep_run.c.id)).where(T.sweep_run.c.state == "finished")).scalar()
-        old = [r.id for r in c.execute(select(T.sweep_run.c.id).where(T.sweep_run.c.started_at < cutoff, T.sweep_run.c.id != (latest or -1)))]
+        q = select(T.sweep_run.c.id).where(T.sweep_run.c.started_at < cutoff, T.sweep_run.c.id != (latest or -1))
+        old = [r.id for r in c.execute(q)]
         for i in range(0, len(old), 500):
             chunk = old[i : i + 500]
             # SQLite enforces ON DELETE CASCADE only with foreign_keys on (ours is); say it anyway for speed and clarity.
@@ -155,8 +156,9 @@ def find_open(conn: Any, ref: str) -> dict[str, Any]:
         if not cands:
             raise NotFound(f"no open finding {ref!r} (see `fleetctl sweep show`)")
         key = (cands[0].kind, cands[0].target, cands[0].check, cands[0].subject)
-    st = conn.execute(select(T.finding_state).where(T.finding_state.c.kind == key[0], T.finding_state.c.target == key[1],
-                                                    T.finding_state.c.check == key[2], T.finding_state.c.subject == key[3])).first()  # fmt: skip
+    fs = T.finding_state.c
+    st = conn.execute(select(T.finding_state).where(fs.kind == key[0], fs.target == key[1], fs.check == key[2],
+                                                    fs.subject == key[3])).first()  # fmt: skip
     if st is None:
         raise NotFound(f"finding {ref} is no longer open: nothing to acknowledge")
     return _row(st)
@@ -187,9 +189,10 @@ def ack(conn: Any, ref: str, *, reason: str, until: dt.datetime | None, actor: s
 def unack(conn: Any, ref: str) -> int:
     st = find_open(conn, ref)
     now = dt.datetime.now(dt.UTC)
+    fa = T.finding_ack.c
     res = conn.execute(update(T.finding_ack).where(
-        T.finding_ack.c.kind == st["kind"], T.finding_ack.c.target == st["target"], T.finding_ack.c.check == st["check"],
-        T.finding_ack.c.subject == st["subject"], T.finding_ack.c.ended_at.is_(None)).values(ended_at=now, ended_why="removed"))  # fmt: skip
+        fa.kind == st["kind"], fa.target == st["target"], fa.check == st["check"], fa.subject == st["subject"],
+        fa.ended_at.is_(None)).values(ended_at=now, ended_why="removed"))  # fmt: skip
     return int(res.rowcount or 0)
 
 

@@ -251,6 +251,26 @@ def drift(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
             yield problem(W, f"board {b.serial} seen by the BMC, not in the inventory", f"board {b.serial}", serial=b.serial)
 
 
+#: Roll-up checks, and the part checks that explain them: a rollup no worse than
+#: what a part finding already says is dropped (a failed PSU is one finding,
+#: not three).
+ROLLUPS = {"system.health": ("psu", "fan", "temperature", "accel.health", "psu.redundancy"),
+           "chassis.health": ("psu", "fan", "temperature", "psu.redundancy")}  # fmt: skip
+
+
+def explained(findings: list[Any]) -> list[Any]:
+    """The findings without the roll-ups their parts explain."""
+    out = []
+    for f in findings:
+        parts = ROLLUPS.get(f.check)
+        if parts:
+            worst_part = max((g.status.rank for g in findings if g.check in parts), default=-1)
+            if worst_part >= f.status.rank:
+                continue
+        out.append(f)
+    return out
+
+
 def metrics(r: ServerReading) -> dict[str, Any]:
     """The small readings kept per server per run, for metrics and reports."""
     out: dict[str, Any] = {}

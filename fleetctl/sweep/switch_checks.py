@@ -65,8 +65,9 @@ def port_flaps(r: SwitchReading, e: SwitchExpect) -> Iterator[Problem]:
         if name not in e.cabled or name not in before:
             continue
         was, now = before[name].last_change_ticks, i.last_change_ticks
-        if was is not None and now is not None and now != was and i.oper_up:
-            yield problem(W, f"{name}: link went down and up since the last sweep (last change at {now / 100:.0f} s of uptime)",
+        if was is not None and now is not None and now != was:
+            state = "up" if i.oper_up else str(i.oper_status)
+            yield problem(W, f"{name}: link changed state since the last sweep, now {state} (last change at {now / 100:.0f} s of uptime)",
                           name, last_change_s=now / 100, previous_last_change_s=was / 100)  # fmt: skip
 
 
