@@ -116,7 +116,11 @@ def main() -> None:
         sh("provision", "rack-12", env=env, tail=4)  # everything ready: nothing to do
         sh("events", "list", "--name", "mn-tyo1-r12-05", "--limit", "6", env=env)
 
-        step("8. Day two: drift, a failing BMC, a swapped cable")
+        step("8. The morning health sweep: every BMC and switch, judged and remembered")
+        print("The first sweep of a fleet: every problem is new (the GPU servers run a newer vbios than the baseline).")
+        sh("sweep", env=env, expect=1, tail=8)
+
+        step("9. Day two: drift, a failing BMC, a swapped cable")
         sh("lab", "fault", "mn-tyo1-r13-05", "--set", "error_rate=1", env=env)
         sh("board", "remove", "MN2B-01013031", "--reason", "demo: pretend the record was lost", env=env, tail=1)
         sh("server", "inspect", "mn-tyo1-r13-02", "mn-tyo1-r13-04", "mn-tyo1-r13-05", env=env, expect=1)
@@ -126,16 +130,25 @@ def main() -> None:
         sh("lab", "fault", "leaf-tyo1-r12-a", "--port", "Ethernet8", "--set", "crc=120", env=env, tail=0)
         sh("switch", "verify-cabling", "leaf-tyo1-r12-a", env=env, expect=1)
         sh("switch", "poll", "leaf-tyo1-r12-a", "--interval", "2", env=env, expect=1)
+        print("\nA PSU fails and a card's link trains at half width; the next sweep says what is new since yesterday:")
+        sh("lab", "fault", "mn-tyo1-r12-03", "--set", "psu_failed=true", env=env, tail=0)
+        sh("lab", "fault", "mn-tyo1-r12-07", "--set", "pcie_degraded=true", env=env, tail=0)
+        sh("sweep", "--timeout", "10", env=env, expect=5, tail=16)
+        sh("finding", "ack", "mn-tyo1-r12-07:accel.pcie", "--reason", "reseat booked for Thursday", "--until", "7d", env=env)
+        sh("sweep", "diff", env=env, tail=12)
+        report = demo_dir / "report.html"
+        sh("report", "--html", str(report), env=env)
+        print(f"(open {report} in a browser: rack elevations by health, each server's findings on click)")
     finally:
         subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
         env["FLEETCTL_DB"] = str(db)
     print(f"\n\033[1m$ export FLEETCTL_DB={db}\033[0m   # back to the demo fleet: the lab's work stayed in the lab's database")
 
-    step("9. Export: the same site files back, byte for byte")
+    step("10. Export: the same site files back, byte for byte")
     first = sh("inventory", "export", "--output", "json", env=env, tail=0)
     print(f"({len(first.splitlines())} lines of JSON)")
 
-    step("10. Ansible sees the fleet grouped by site, rack, role, state and accelerator")
+    step("11. Ansible sees the fleet grouped by site, rack, role, state and accelerator")
     ansible_inventory = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or shutil.which("ansible-inventory")
     script = inventory / "fleetctl.py"
     if ansible_inventory and script.exists():

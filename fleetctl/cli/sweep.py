@@ -192,7 +192,8 @@ def _report(result: Any, output: Format, limit: int) -> None:
               + ", ".join(f"[{_STYLE[s]}]{c.get(s, 0)} {s}[/]" for s in ("ok", "warning", "unknown", "critical")))  # fmt: skip
     acked = sum(1 for f in result.findings if f.get("ack_id"))
     by = {s: sum(1 for f in result.new if f["status"] == s) for s in ("critical", "unknown", "warning")}
-    out.print(f"since the last sweep: {len(result.new)} new (" + ", ".join(f"{n} {s}" for s, n in by.items() if n) + "), "
+    detail = ", ".join(f"{n} {s}" for s, n in by.items() if n)
+    out.print(f"since the last sweep: {len(result.new)} new" + (f" ({detail})" if detail else "") + ", "
               f"{len(result.resolved)} resolved, {len(result.persisting)} persisting"
               + (f"; {acked} acknowledged" if acked else ""))  # fmt: skip
     if result.findings:
