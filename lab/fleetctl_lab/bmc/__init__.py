@@ -71,7 +71,10 @@ Redfish error body), ``hang``, ``drop`` (True or 0..1), ``psu_failed`` and
 system Warning, log entry), ``firmware_fail`` (True: every update fails;
 an int N: the next N fail), ``clock_skew_s``, ``device_missing`` (count,
 True = 1: that many accelerator device nodes, the last boards, are absent on
-the host from its next boot; cleared, they are back at the next boot).
+the host from its next boot; cleared, they are back at the next boot),
+``wrong_cert`` (True: new TLS connections get a freshly generated
+self-signed certificate, another key, instead of the pinned one; cleared,
+the pinned one is back).
 
 Counters: ``power_on`` (Off -> On by request), ``power_off``,
 ``power_cycle`` (restarts of a running server: ForceRestart, GracefulRestart,

@@ -13,6 +13,7 @@ import ipaddress
 import os
 import re
 import ssl
+import tempfile
 from pathlib import Path
 
 from cryptography import x509
@@ -40,6 +41,18 @@ def ensure_cert(state_dir: Path, name: str, ip: str) -> tuple[Path, str]:
                 return path, fingerprint(cert)
         except (ValueError, x509.ExtensionNotFound):
             pass  # unreadable or foreign: make a new one
+    pem, cert = _new_cert(name, ip)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(pem)
+    os.replace(tmp, path)
+    return path, fingerprint(cert)
+
+
+def _new_cert(name: str, ip: str) -> tuple[bytes, x509.Certificate]:
+    """A new key and a self-signed certificate for ``ip`` and ``<name>.lab``: (key + cert PEM, cert)."""
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name[:64]), x509.NameAttribute(NameOID.ORGANIZATION_NAME, "fleetctl lab")])
     now = dt.datetime.now(dt.UTC)
@@ -60,13 +73,22 @@ def ensure_cert(state_dir: Path, name: str, ip: str) -> tuple[Path, str]:
     )
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     pem += cert.public_bytes(serialization.Encoding.PEM)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(pem)
-    os.replace(tmp, path)
-    return path, fingerprint(cert)
+    return pem, cert
+
+
+def wrong_context(name: str, ip: str) -> tuple[ssl.SSLContext, str]:
+    """A server context with a freshly generated certificate (another key) for the
+    same names: what the ``wrong_cert`` fault serves. Returns (context, fingerprint).
+    """
+    pem, cert = _new_cert(name, ip)
+    # load_cert_chain reads files only: a private temporary file, removed at once
+    fd, tmp = tempfile.mkstemp(prefix="fleetctl-lab-wrong-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(pem)
+        return server_context(Path(tmp)), fingerprint(cert)
+    finally:
+        os.unlink(tmp)
 
 
 def fingerprint(cert: x509.Certificate) -> str:

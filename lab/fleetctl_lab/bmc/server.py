@@ -26,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from fleetctl.errors import FleetError, InputError
-from fleetctl_lab.bmc.certs import ensure_cert, server_context
+from fleetctl_lab.bmc.certs import ensure_cert, server_context, wrong_context
 from fleetctl_lab.bmc.resources import dispatch, error_body, session_doc
 from fleetctl_lab.bmc.spec import LabConfig, LabServerSpec
 from fleetctl_lab.bmc.state import FAULTS, LabActionError, SimBMC
@@ -193,8 +193,32 @@ class BMCLab:
         for name, (host, _port) in plan.items():
             pem, fp = ensure_cert(self.state_dir, name, host)
             self.bmcs[name].fingerprint = fp
-            out[name] = server_context(pem)
+            ctx = server_context(pem)
+            ctx.sni_callback = self._cert_switch(self.bmcs[name], host)
+            out[name] = ctx
         return out
+
+    @staticmethod
+    def _cert_switch(bmc: SimBMC, host: str) -> Any:
+        """The ``wrong_cert`` fault: a TLS callback that, while the fault is on, hands the
+        handshake a context with another certificate. Python calls it for every
+        ClientHello, with server_name None when the client sent no SNI (an IP address).
+        """
+
+        def switch(sslobj: Any, _server_name: str | None, _ctx: Any) -> None:
+            if not bmc.faults.get("wrong_cert"):
+                return None
+            try:
+                if bmc.wrong_cert is None:
+                    bmc.wrong_cert = wrong_context(bmc.spec.name, host)
+                    log.info("lab: %s serves a wrong certificate %s", bmc.spec.name, bmc.wrong_cert[1])
+                sslobj.context = bmc.wrong_cert[0]
+                bmc.counters.faults_served += 1
+            except Exception:  # an exception here would only abort the handshake, unexplained
+                log.exception("lab: %s: cannot serve the wrong certificate", bmc.spec.name)
+            return None
+
+        return switch
 
     # --- public API --------------------------------------------------------------
 

@@ -56,6 +56,7 @@ FAULTS: dict[str, str] = {
     "firmware_fail": "SimpleUpdate tasks end in Exception (True) or the next N do (int)",
     "clock_skew_s": "seconds added to the Manager DateTime",
     "device_missing": "accelerator device nodes (count; True = 1) absent on the host from its next boot: the last n boards",
+    "wrong_cert": "new TLS connections get a freshly generated self-signed certificate (another key), not the pinned one (True)",
 }
 
 BOOT_DEFAULT = "Hdd"
@@ -162,6 +163,9 @@ class SimBMC:
         self.manager_id = self.flavour.manager_id
         self.url = ""  # set by the lab once bound
         self.fingerprint = ""
+        # (ssl context, fingerprint) served while the wrong_cert fault is on; made at the
+        # first handshake after the fault is set, dropped when it is set anew or cleared
+        self.wrong_cert: tuple[Any, str] | None = None
         self.firmware: dict[str, str] = dict(spec.firmware)
         self.board_firmware: dict[str, str] = {
             _board_fw_id(b.kind, b.slot, comp): ver for b in spec.boards for comp, ver in b.firmware.items()
@@ -506,6 +510,8 @@ class SimBMC:
             if k not in FAULTS:
                 raise ValueError(f"unknown fault {k!r}; known: {', '.join(sorted(FAULTS))}")
         for k, v in faults.items():
+            if k == "wrong_cert":
+                self.wrong_cert = None  # set anew: a fresh certificate; cleared: the pinned one again
             if v is None or v is False or (v == 0 and k not in ("psu_failed", "fan_failed", "hot_sensor", "pcie_degraded")):
                 self.faults.pop(k, None)
                 continue
@@ -523,6 +529,7 @@ class SimBMC:
 
     def clear_faults(self) -> None:
         self.faults.clear()
+        self.wrong_cert = None
 
     def pcie_fault_for(self, slot: int, first_board_slot: int | None) -> dict[str, Any] | None:
         f = self.faults.get("pcie_degraded")
