@@ -132,6 +132,7 @@ NOUNS: dict[str, str] = {
 # Verbs that stand alone (`fleetctl provision rack-12`): module (its `command`) and help line.
 VERBS: dict[str, str] = {
     "provision": "Bring servers from cabled to ready: firmware, BIOS, VLANs, OS, runtime, check.",
+    "report": "The latest sweep as one self-contained HTML page: racks by health, findings, changes, firmware, plots.",
     "exporter": "Serve the latest sweep on /metrics for Prometheus (reads the store, never the fleet).",
 }
 

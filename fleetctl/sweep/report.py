@@ -1,0 +1,598 @@
+"""The sweep report: one self-contained HTML file an operator can open anywhere.
+
+Everything the page needs is inside it: CSS and a little JavaScript inline,
+plots as inline SVG drawn here in Python, no font, script or image from the
+web (a Content-Security-Policy says so to the browser as well), so it opens
+on an air-gapped laptop. Every text that comes from the database (names,
+messages, subjects) is escaped: a BMC writes what it likes in its logs.
+
+Sections: rack elevations coloured by each device's status in the latest
+run (click one: its findings), a filter box, what changed since the baseline
+run, firmware compliance per model and component, temperatures per rack and
+findings per day.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from sqlalchemy import select
+
+from fleetctl.errors import InputError, NotFound
+from fleetctl.store import tables as T
+from fleetctl.sweep import history
+
+STATUSES = ("critical", "unknown", "warning", "ok")
+RANK = {"critical": 0, "unknown": 1, "warning": 2, "ok": 3}
+COLOURS = {"critical": "#d62728", "unknown": "#9467bd", "warning": "#f0a500", "ok": "#2ca02c", "none": "#b8b8b8"}
+UNIT_PX = 14  # one rack unit in the elevation
+DEFAULT_DAYS = 30  # the per-day plot's window without --since
+
+_DURATION = re.compile(r"^(\d+)\s*([hdw])$")
+_UNITS = {"h": dt.timedelta(hours=1), "d": dt.timedelta(days=1), "w": dt.timedelta(weeks=1)}
+
+
+def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
+    """``--since``: yesterday, today, a date (2026-11-30) or a duration (12h, 7d, 2w), as an aware UTC datetime.
+
+    Days start at local midnight, as the operator reading the report counts them.
+    """
+    now = now or dt.datetime.now(dt.UTC)
+    local = now.astimezone()
+    midnight = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    t = text.strip().lower()
+    if t == "today":
+        return midnight.astimezone(dt.UTC)
+    if t == "yesterday":
+        return (midnight - dt.timedelta(days=1)).astimezone(dt.UTC)
+    m = _DURATION.match(t)
+    if m:
+        n = int(m.group(1))
+        if n == 0:
+            raise InputError(f"{text!r}: a duration must be at least 1{m.group(2)}", field="--since")
+        return now - n * _UNITS[m.group(2)]
+    try:
+        day = dt.date.fromisoformat(t)
+    except ValueError:
+        raise InputError(f"{text!r}: give yesterday, today, a date (2026-11-30) or a duration (12h, 7d, 2w)",
+                         field="--since") from None  # fmt: skip
+    since = dt.datetime.combine(day, dt.time(), tzinfo=local.tzinfo).astimezone(dt.UTC)
+    if since > now:
+        raise InputError(f"{text!r} is in the future", field="--since")
+    return since
+
+
+def _utc(v: Any) -> dt.datetime | None:
+    """A stored timestamp as an aware UTC datetime (SQLite hands them back naive, in UTC)."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        v = dt.datetime.fromisoformat(v)
+    return v.replace(tzinfo=dt.UTC) if v.tzinfo is None else v.astimezone(dt.UTC)
+
+
+def _when(v: Any) -> str:
+    t = _utc(v)
+    return t.strftime("%Y-%m-%d %H:%M") if t else ""
+
+
+# ------------------------------------------------------------------ the data
+
+
+@dataclass
+class Device:
+    kind: str  # server, switch
+    name: str
+    rack_id: int
+    position: int
+    height: int
+    model: str
+    status: str = "none"  # none: not in the latest run
+    error: str | None = None
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    panel: str = ""
+
+
+@dataclass
+class Report:
+    html: str
+    servers: int
+    findings: int
+
+
+def choose_baseline(conn: Any, latest: dict[str, Any], since: dt.datetime | None) -> tuple[dict[str, Any] | None, str]:
+    """The run the latest is compared with, and a line saying which and why.
+
+    Without ``since``: the finished run before the latest. With it: the first
+    finished run that started at or after ``since`` (the latest excluded); if
+    there is none, the finished run before the latest.
+    """
+    rows = list(conn.execute(select(T.sweep_run.c.id, T.sweep_run.c.started_at)
+                             .where(T.sweep_run.c.state == "finished", T.sweep_run.c.id < latest["id"])
+                             .order_by(T.sweep_run.c.id)))  # fmt: skip
+    if not rows:
+        return None, "the first finished sweep: nothing to compare with"
+    pick = None
+    why = "the finished sweep before it"
+    if since is not None:
+        after = [r for r in rows if (s := _utc(r.started_at)) is not None and s >= since]
+        if after:
+            pick, why = after[0], f"the first finished sweep since {since.strftime('%Y-%m-%d %H:%M')} UTC"
+        else:
+            why = f"no other finished sweep since {since.strftime('%Y-%m-%d %H:%M')} UTC: the one before the latest"
+    if pick is None:
+        pick = rows[-1]
+    return history.get_run(conn, pick.id), why
+
+
+def _devices(conn: Any) -> tuple[list[dict[str, Any]], list[Device]]:
+    racks = [dict(r._mapping) for r in conn.execute(
+        select(T.rack.c.id, T.rack.c.name, T.rack.c.height, T.rack.c.row, T.site.c.name.label("site"))
+        .join(T.site, T.site.c.id == T.rack.c.site_id)
+        .order_by(T.site.c.name, T.rack.c.row, T.rack.c.position, T.rack.c.name))]  # fmt: skip
+    devs: list[Device] = []
+    for kind, tbl in (("server", T.server), ("switch", T.switch)):
+        q = (select(tbl.c.name, tbl.c.rack_id, tbl.c.position, tbl.c.height, T.hardware_model.c.name.label("model"))
+             .join(T.hardware_model, T.hardware_model.c.id == tbl.c.model_id))  # fmt: skip
+        devs += [Device(kind, r.name, r.rack_id, r.position or 1, r.height or 1, r.model) for r in conn.execute(q)]
+    return racks, devs
+
+
+def _firmware(conn: Any, servers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model and baseline component: servers at baseline, off it, not reporting it, not read."""
+    from fleetctl.workflows.firmware import baseline_key
+
+    baselines: dict[str, dict[str, str]] = {}
+    for r in conn.execute(select(T.hardware_model.c.name, T.firmware_baseline.c.component, T.firmware_baseline.c.version)
+                          .join(T.hardware_model, T.hardware_model.c.id == T.firmware_baseline.c.model_id)):  # fmt: skip
+        baselines.setdefault(r.name, {})[r.component] = r.version
+    q = select(T.server.c.name, T.hardware_model.c.name.label("model")).join(T.hardware_model, T.hardware_model.c.id == T.server.c.model_id)
+    model_of = {r.name: r.model for r in conn.execute(q)}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for t in servers:
+        model = model_of.get(t["name"])
+        want = baselines.get(model or "")
+        if not model or not want:
+            continue
+        fw = (t.get("metrics") or {}).get("firmware")
+        seen: dict[str, set[str]] = {}
+        if isinstance(fw, dict):
+            for cid, version in fw.items():
+                k = baseline_key(want, SimpleNamespace(id=str(cid), name=None))
+                if k is not None:
+                    seen.setdefault(k, set()).add(str(version))
+        for comp, version in sorted(want.items()):
+            row = rows.setdefault((model, comp), {"model": model, "component": comp, "baseline": version, "at": 0, "off": 0,
+                                                  "missing": 0, "unread": 0, "versions": {}, "off_servers": []})  # fmt: skip
+            if not isinstance(fw, dict):
+                row["unread"] += 1
+            elif comp not in seen:
+                row["missing"] += 1
+                row["off_servers"].append(t["name"])
+            elif seen[comp] == {version}:
+                row["at"] += 1
+            else:
+                row["off"] += 1
+                row["off_servers"].append(t["name"])
+                for v in seen[comp] - {version}:
+                    row["versions"][v] = row["versions"].get(v, 0) + 1
+    return [rows[k] for k in sorted(rows)]
+
+
+def build(conn: Any, *, since: dt.datetime | None = None, now: dt.datetime | None = None, fleet: str = "") -> Report:
+    """The report of the latest finished sweep; NotFound when there is none."""
+    now = now or dt.datetime.now(dt.UTC)
+    try:
+        latest = history.get_run(conn, "latest")
+    except NotFound:
+        raise NotFound("no finished sweep run yet: run `fleetctl sweep` first") from None
+    base, base_why = choose_baseline(conn, latest, since)
+    targets = history.targets(conn, latest["id"])
+    found = history.findings(conn, latest["id"])
+    changes = history.diff(conn, base["id"], latest["id"]) if base else None
+    days = max(1, math.ceil((now - since).total_seconds() / 86400)) if since else DEFAULT_DAYS
+    per_day = history.per_day(conn, days)
+    racks, devs = _devices(conn)
+
+    verdict = {(t["kind"], t["name"]): t for t in targets}
+    by_target: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for f in found:
+        by_target.setdefault((f["kind"], f["target"]), []).append(f)
+    for i, d in enumerate(devs):
+        d.panel = f"p{i}"
+        t = verdict.get((d.kind, d.name))
+        if t is not None:
+            d.status, d.error = t["status"], t.get("error")
+        d.findings = by_target.get((d.kind, d.name), [])
+    panel_of = {(d.kind, d.name): d.panel for d in devs}
+    servers = [t for t in targets if t["kind"] == "server"]
+    firmware = _firmware(conn, servers)
+
+    parts = [
+        _head(latest, base, base_why, fleet, now, since),
+        _summary(latest, found),
+        _filter_box(),
+        _elevations(racks, devs),
+        _panels(devs),
+        _changes(changes, base, base_why, panel_of),
+        _findings_table(found, panel_of),
+        _firmware_section(firmware),
+        _plots(targets, racks, per_day, days),
+        "</main>",
+        f"<script>{_JS}</script>",
+        "</body></html>",
+    ]
+    return Report(html="\n".join(parts), servers=len(servers), findings=len(found))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``path`` through a temporary file beside it: a reader never sees half a report."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ------------------------------------------------------------------ the page
+
+_CSS = """
+:root{--crit:#d62728;--unk:#9467bd;--warn:#f0a500;--ok:#2ca02c;--none:#b8b8b8;--fg:#1d1d1f;--muted:#666;--line:#ddd}
+*{box-sizing:border-box}
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);margin:0;background:#fafafa}
+header{padding:16px 24px;background:#20232a;color:#eee}
+header h1{margin:0 0 4px;font-size:20px}
+header p{margin:2px 0;color:#bbb}
+main{padding:0 24px 48px}
+h2{margin:28px 0 8px;font-size:17px;border-bottom:1px solid var(--line);padding-bottom:4px}
+.cards{display:flex;gap:12px;margin-top:16px;flex-wrap:wrap}
+.card{background:#fff;border:1px solid var(--line);border-left:6px solid var(--none);padding:8px 14px;min-width:120px}
+.card b{display:block;font-size:22px}
+.card.critical{border-left-color:var(--crit)}.card.unknown{border-left-color:var(--unk)}
+.card.warning{border-left-color:var(--warn)}.card.ok{border-left-color:var(--ok)}
+.filter{position:sticky;top:0;z-index:5;background:#fafafa;padding:10px 0;border-bottom:1px solid var(--line)}
+.filter input{font:inherit;padding:6px 10px;width:min(420px,100%);border:1px solid #aaa;border-radius:4px}
+.filter span{margin-left:10px;color:var(--muted)}
+.site{margin:6px 0 2px;font-weight:600}
+.racks{display:flex;gap:18px;flex-wrap:wrap;align-items:flex-end}
+.rack{width:190px}
+.rack h3{margin:4px 0;font-size:13px;text-align:center}
+.frame{position:relative;border:3px solid #444;border-radius:3px;
+ background:repeating-linear-gradient(to top,#fff 0,#fff 13px,#eee 13px,#eee 14px)}
+.dev{position:absolute;left:2px;right:2px;border:1px solid rgba(0,0,0,.35);border-radius:2px;font:10px/1 ui-monospace,monospace;
+ color:#000;text-align:left;padding:0 4px;overflow:hidden;white-space:nowrap;cursor:pointer}
+.dev.switch{background-image:repeating-linear-gradient(90deg,rgba(0,0,0,.12) 0 2px,transparent 2px 6px)}
+.dev.sel{outline:3px solid #0a58ca;z-index:2}
+.dev:focus-visible{outline:3px solid #0a58ca}
+.st-critical{background-color:var(--crit);color:#fff}.st-unknown{background-color:var(--unk);color:#fff}
+.st-warning{background-color:var(--warn)}.st-ok{background-color:var(--ok);color:#fff}.st-none{background-color:var(--none)}
+.nomatch.dev{visibility:hidden}
+tr.nomatch,li.nomatch{display:none}
+.legend span{display:inline-block;margin-right:14px}
+.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px;border:1px solid #0004}
+#panels{background:#fff;border:1px solid var(--line);border-left:6px solid #0a58ca;padding:8px 16px;margin-top:16px}
+table{border-collapse:collapse;background:#fff;margin:6px 0 12px}
+th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f0f0f0}
+td.num{text-align:right}
+.badge{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px}
+.ack{color:var(--muted);font-style:italic}
+.new{font-weight:700}
+.tgt{color:#0a58ca;cursor:pointer;text-decoration:underline}
+.muted{color:var(--muted)}
+.bar{display:inline-block;height:10px;vertical-align:middle}
+.plots{display:flex;gap:24px;flex-wrap:wrap}
+.plot{background:#fff;border:1px solid var(--line);padding:8px;overflow-x:auto;max-width:100%}
+.plot h3{margin:0 0 4px;font-size:13px}
+svg text{font:10px system-ui,sans-serif}
+@media print{.filter{position:static}.dev{cursor:default}}
+"""
+
+_JS = """
+(function(){
+  var panels=document.getElementById('panels');
+  function show(id){
+    panels.hidden=false;
+    document.querySelectorAll('.panel').forEach(function(p){p.hidden=(p.id!==id);});
+    document.querySelectorAll('.dev').forEach(function(d){d.classList.toggle('sel',d.dataset.panel===id);});
+  }
+  document.querySelectorAll('[data-panel]').forEach(function(el){
+    el.addEventListener('click',function(){show(el.dataset.panel); if(!el.classList.contains('dev')){panels.scrollIntoView();}});
+  });
+  var box=document.getElementById('filter'), count=document.getElementById('filter-count');
+  box.addEventListener('input',function(){
+    var q=box.value.trim().toLowerCase(), shown=0, devs=0;
+    document.querySelectorAll('[data-search]').forEach(function(el){
+      var hit=(q===''||el.dataset.search.indexOf(q)>=0);
+      el.classList.toggle('nomatch',!hit);
+      if(el.classList.contains('dev')){devs++; if(hit){shown++;}}
+    });
+    count.textContent=q===''?'':(shown+' of '+devs+' devices match');
+  });
+})();
+"""
+
+
+def _badge(status: str) -> str:
+    return f'<span class="badge st-{escape(status)}">{escape(status)}</span>'
+
+
+def _head(latest: dict[str, Any], base: dict[str, Any] | None, base_why: str, fleet: str, now: dt.datetime,
+          since: dt.datetime | None) -> str:  # fmt: skip
+    title = f"fleetctl health report: sweep {latest['id']}"
+    compared = f"compared with sweep {base['id']} of {_when(base['started_at'])} UTC ({escape(base_why)})" if base else escape(base_why)
+    lines = [
+        f"sweep {latest['id']} ({escape(str(latest.get('selector') or 'all'))}) started {_when(latest['started_at'])} UTC, "
+        f"took {float(latest.get('duration_s') or 0):.1f} s: {latest.get('servers', 0)} servers, {latest.get('switches', 0)} switches",
+        compared,
+        f"generated {_when(now)} UTC" + (f" from {escape(fleet)}" if fleet else "")
+        + (f"; window since {since.strftime('%Y-%m-%d %H:%M')} UTC" if since else ""),
+    ]  # fmt: skip
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            # The page may fetch nothing: no script, style, font or image from anywhere but itself.
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+            "script-src 'unsafe-inline'; img-src data:\">\n"
+            "<link rel=\"icon\" href=\"data:,\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n"
+            f"<title>{escape(title)}</title>\n<style>{_CSS}</style></head><body>\n"
+            f"<header><h1>{escape(title)}</h1>" + "".join(f"<p>{x}</p>" for x in lines) + "</header>\n<main>")  # fmt: skip
+
+
+def _summary(latest: dict[str, Any], found: list[dict[str, Any]]) -> str:
+    counts = latest.get("counts") or {}
+    new = sum(1 for f in found if f.get("new"))
+    acked = sum(1 for f in found if f.get("ack_id"))
+    cards = "".join(f'<div class="card {s}"><b>{int(counts.get(s, 0))}</b>{s}</div>' for s in STATUSES)
+    cards += f'<div class="card"><b>{len(found)}</b>findings ({new} new, {acked} acknowledged)</div>'
+    return f'<section id="summary"><div class="cards">{cards}</div><p class="muted">Targets by their worst status.</p></section>'
+
+
+def _filter_box() -> str:
+    return ('<div class="filter"><input id="filter" type="search" placeholder="Filter: a name, a check, a message ..." '
+            'aria-label="Filter servers and findings" autocomplete="off"><span id="filter-count"></span></div>')  # fmt: skip
+
+
+def _search_text(d: Device) -> str:
+    words = [d.name, d.kind, d.model, d.status]
+    for f in d.findings:
+        words += [f["check"], f["subject"], f["message"], f["status"]]
+    return " ".join(w for w in words if w).lower()
+
+
+def _elevations(racks: list[dict[str, Any]], devs: list[Device]) -> str:
+    legend = "".join(f'<span><i style="background:{COLOURS[s]}"></i>{label}</span>'
+                     for s, label in (("critical", "critical"), ("unknown", "unknown"), ("warning", "warning"), ("ok", "ok"),
+                                      ("none", "not in this sweep")))  # fmt: skip
+    out = ['<section id="elevations"><h2>Rack elevations</h2>',
+           f'<p class="legend">{legend} <span class="muted">Click a device for its findings; switches are striped.</span></p>']  # fmt: skip
+    in_rack: dict[int, list[Device]] = {}
+    for d in devs:
+        in_rack.setdefault(d.rack_id, []).append(d)
+    site = None
+    for r in racks:
+        if r["site"] != site:
+            if site is not None:
+                out.append("</div>")
+            site = r["site"]
+            out.append(f'<div class="site">site {escape(str(site))}</div><div class="racks">')
+        height = max([int(r["height"] or 42)] + [d.position + d.height - 1 for d in in_rack.get(r["id"], [])])
+        out.append(f'<div class="rack"><h3>{escape(r["name"])}</h3>'
+                   f'<div class="frame" style="height:{height * UNIT_PX + 6}px">')  # fmt: skip
+        for d in sorted(in_rack.get(r["id"], []), key=lambda d: d.position):
+            bottom = (d.position - 1) * UNIT_PX + 2
+            tip = f"{d.name} ({d.kind}, {d.model}) U{d.position}" + (f"-{d.position + d.height - 1}" if d.height > 1 else "")
+            tip += f": {d.status if d.status != 'none' else 'not in this sweep'}, {len(d.findings)} findings"
+            if d.error:
+                tip += f"; {d.error}"
+            out.append(f'<button type="button" class="dev {d.kind} st-{escape(d.status)}" data-panel="{d.panel}" '
+                       f'data-name="{escape(d.name)}" data-status="{escape(d.status)}" data-search="{escape(_search_text(d))}" '
+                       f'title="{escape(tip)}" style="bottom:{bottom}px;height:{d.height * UNIT_PX - 2}px">'
+                       f"{escape(d.name)}</button>")  # fmt: skip
+        out.append("</div></div>")
+    if site is not None:
+        out.append("</div>")
+    if not racks:
+        out.append('<p class="muted">No racks in the inventory.</p>')
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _finding_rows(rows: list[dict[str, Any]], panel_of: dict[tuple[str, str], str] | None, *, target: bool = True,
+                  since_col: str = "since") -> str:  # fmt: skip
+    out = []
+    for f in rows:
+        ack = ""
+        if f.get("ack_id"):
+            until = f" until {_when(f.get('ack_until'))}" if f.get("ack_until") else ""
+            ack = f'<span class="ack">acked{escape(until)}: {escape(str(f.get("ack_reason") or ""))}</span>'
+        mark = "NEW" if f.get("new") and not f.get("ack_id") else ""
+        search = " ".join([f["target"], f["check"], f["subject"], f["message"], f["status"]]).lower()
+        cells = [_badge(f["status"])]
+        if target:
+            panel = (panel_of or {}).get((f["kind"], f["target"]))
+            name = escape(f["target"])
+            cells.append(f'<span class="tgt" data-panel="{panel}">{name}</span>' if panel else name)
+        cells += [escape(f["check"]), escape(f["subject"]), escape(f["message"]), escape(_when(f.get("first_seen"))),
+                  f'<span class="new">{mark}</span>{ack}']  # fmt: skip
+        out.append(f'<tr data-search="{escape(search)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = ["status", *(["target"] if target else []), "check", "subject", "message", since_col, ""]
+    return "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>" + "".join(out) + "</tbody></table>"
+
+
+def _panels(devs: list[Device]) -> str:
+    out = ['<section id="panels" hidden><h2>Findings of the selected device</h2>']
+    for d in devs:
+        out.append(f'<div class="panel" id="{d.panel}" data-name="{escape(d.name)}" hidden>')
+        out.append(f"<h3>{escape(d.name)} {_badge(d.status if d.status != 'none' else 'none')} "
+                   f'<span class="muted">{escape(d.kind)}, {escape(d.model)}, U{d.position}</span></h3>')  # fmt: skip
+        if d.error:
+            out.append(f'<p class="muted">read error: {escape(d.error)}</p>')
+        if d.findings:
+            out.append(_finding_rows(d.findings, None, target=False))
+        elif d.status == "none":
+            out.append('<p class="muted">Not in the latest sweep.</p>')
+        else:
+            out.append('<p class="muted">No findings in the latest sweep.</p>')
+        out.append("</div>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _changes(changes: dict[str, list[dict[str, Any]]] | None, base: dict[str, Any] | None, base_why: str,
+             panel_of: dict[tuple[str, str], str]) -> str:  # fmt: skip
+    out = ['<section id="changes"><h2>Changed since the baseline sweep</h2>']
+    if changes is None or base is None:
+        out.append(f'<p class="muted">{escape(base_why)}.</p></section>')
+        return "\n".join(out)
+    out.append(f'<p class="muted">Sweep {base["id"]} ({_when(base["started_at"])} UTC, {escape(base_why)}) to the latest; '
+               "only targets both sweeps read are compared.</p>")  # fmt: skip
+    for key, label, note in (("new", "New", "appeared, or changed status"), ("resolved", "Resolved", "gone since the baseline"),
+                             ("persisting", "Persisting", "open in both")):  # fmt: skip
+        rows = changes.get(key, [])
+        out.append(f'<h3 id="changes-{key}">{label}: {len(rows)} <span class="muted">({note})</span></h3>')
+        if rows:
+            out.append(_finding_rows(rows, panel_of, since_col="first seen"))
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _findings_table(found: list[dict[str, Any]], panel_of: dict[tuple[str, str], str]) -> str:
+    body = _finding_rows(found, panel_of) if found else '<p class="muted">No findings: every target is ok.</p>'
+    return f'<section id="findings"><h2>All findings of the latest sweep ({len(found)})</h2>{body}</section>'
+
+
+def _firmware_section(rows: list[dict[str, Any]]) -> str:
+    out = ['<section id="firmware"><h2>Firmware compliance</h2>',
+           '<p class="muted">Servers of the latest sweep by model and baseline component, '
+           "from the versions their BMCs reported.</p>"]  # fmt: skip
+    if not rows:
+        out.append('<p class="muted">No firmware baseline for the models swept.</p></section>')
+        return "\n".join(out)
+    out.append("<table><thead><tr><th>model</th><th>component</th><th>baseline</th><th>at baseline</th><th>off</th>"
+               "<th>not reported</th><th>not read</th><th></th><th>other versions</th></tr></thead><tbody>")  # fmt: skip
+    for r in rows:
+        total = r["at"] + r["off"] + r["missing"] + r["unread"]
+        bar = "".join(f'<span class="bar" style="width:{120 * n / total:.1f}px;background:{c}"></span>'
+                      for n, c in ((r["at"], COLOURS["ok"]), (r["off"], COLOURS["warning"]), (r["missing"], COLOURS["critical"]),
+                                   (r["unread"], COLOURS["none"])) if n and total)  # fmt: skip
+        other = ", ".join(f"{escape(v)} ({n})" for v, n in sorted(r["versions"].items()))
+        search = " ".join([r["model"], r["component"], "firmware", *r["off_servers"]]).lower()
+        out.append(f'<tr data-search="{escape(search)}"><td>{escape(r["model"])}</td><td>{escape(r["component"])}</td>'
+                   f'<td>{escape(r["baseline"])}</td><td class="num">{r["at"]}</td><td class="num">{r["off"]}</td>'
+                   f'<td class="num">{r["missing"]}</td><td class="num">{r["unread"]}</td><td>{bar}</td><td>{other}</td></tr>')  # fmt: skip
+    out.append("</tbody></table></section>")
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------ the plots (inline SVG)
+
+
+def _nice_top(v: float) -> float:
+    if v <= 0:
+        return 1.0
+    mag = 10 ** math.floor(math.log10(v))
+    for m in (1, 2, 2.5, 5, 10):
+        if v <= m * mag:
+            return float(m * mag)
+    return float(10 * mag)
+
+
+def _axis(x0: int, y0: int, plot_h: int, width: int, top: float, unit: str) -> list[str]:
+    out = []
+    for i in range(5):
+        v = top * i / 4
+        y = y0 - plot_h * i / 4
+        out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + width}" y2="{y:.1f}" stroke="#e5e5e5"/>')
+        out.append(f'<text x="{x0 - 4}" y="{y + 3:.1f}" text-anchor="end">{v:g}{unit}</text>')
+    out.append(f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y0 - plot_h}" stroke="#888"/>')
+    return out
+
+
+def temperature_svg(targets: list[dict[str, Any]], racks: list[dict[str, Any]]) -> str:
+    """Each server's hottest sensor in the latest sweep, a dot per server, a column per rack."""
+    order = {r["name"]: i for i, r in enumerate(racks)}
+    temps: dict[str, list[tuple[str, float, str]]] = {}
+    for t in targets:
+        v = (t.get("metrics") or {}).get("max_temp_c")
+        if t["kind"] == "server" and isinstance(v, int | float):
+            temps.setdefault(t.get("rack") or "?", []).append((t["name"], float(v), t["status"]))
+    if not temps:
+        return '<p class="muted">No temperatures read.</p>'
+    names = sorted(temps, key=lambda n: (order.get(n, len(order)), n))
+    col, x0, y0, plot_h = 70, 44, 190, 170
+    width = col * len(names)
+    top = _nice_top(max(v for vals in temps.values() for _, v, _ in vals) * 1.1)
+    out = [f'<svg id="plot-temps" xmlns="http://www.w3.org/2000/svg" width="{x0 + width + 10}" height="{y0 + 34}" '
+           f'role="img" aria-label="Hottest sensor per server, by rack">']  # fmt: skip
+    out += _axis(x0, y0, plot_h, width, top, "°")
+    for i, rack in enumerate(names):
+        cx = x0 + col * i + col / 2
+        vals = sorted(temps[rack], key=lambda x: x[1])
+        hottest = vals[-1][1]
+        out.append(f'<line x1="{cx - 22:.1f}" y1="{y0 - plot_h * hottest / top:.1f}" x2="{cx + 22:.1f}" '
+                   f'y2="{y0 - plot_h * hottest / top:.1f}" stroke="#444" stroke-dasharray="3 2"/>')  # fmt: skip
+        for j, (name, v, status) in enumerate(vals):
+            dx = ((j % 7) - 3) * 5
+            out.append(f'<circle cx="{cx + dx:.1f}" cy="{y0 - plot_h * v / top:.1f}" r="3.5" fill="{COLOURS.get(status, COLOURS["none"])}" '
+                       f'stroke="#0006"><title>{escape(name)}: {v:g} °C ({escape(status)})</title></circle>')  # fmt: skip
+        out.append(f'<text x="{cx:.1f}" y="{y0 + 14}" text-anchor="middle">{escape(rack)}</text>')
+        out.append(f'<text x="{cx:.1f}" y="{y0 + 26}" text-anchor="middle" fill="#666">max {hottest:g}°</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def per_day_svg(days: list[dict[str, Any]]) -> str:
+    """Findings per day (the day's last finished sweep), stacked by status."""
+    if not days:
+        return '<p class="muted">No finished sweep in the window.</p>'
+    col, x0, y0, plot_h = 34, 40, 180, 160
+    width = col * len(days)
+    top = _nice_top(max(sum(int(d.get(s, 0)) for s in ("critical", "unknown", "warning")) for d in days))
+    out = [f'<svg id="plot-per-day" xmlns="http://www.w3.org/2000/svg" width="{x0 + width + 10}" height="{y0 + 46}" '
+           f'role="img" aria-label="Findings per day by status">']  # fmt: skip
+    out += _axis(x0, y0, plot_h, width, top, "")
+    for i, d in enumerate(days):
+        x = x0 + col * i + 5
+        y = float(y0)
+        for s in ("warning", "unknown", "critical"):
+            n = int(d.get(s, 0))
+            if not n:
+                continue
+            h = plot_h * n / top
+            y -= h
+            out.append(f'<rect x="{x}" y="{y:.1f}" width="{col - 10}" height="{h:.1f}" fill="{COLOURS[s]}">'
+                       f'<title>{escape(str(d["day"]))}: {n} {s} (sweep {d.get("run_id")})</title></rect>')  # fmt: skip
+        total = sum(int(d.get(s, 0)) for s in ("critical", "unknown", "warning"))
+        out.append(f'<text x="{x + (col - 10) / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">{total}</text>')
+        label = escape(str(d["day"])[5:])
+        out.append(f'<text x="{x + (col - 10) / 2:.1f}" y="{y0 + 12}" text-anchor="end" '
+                   f'transform="rotate(-45 {x + (col - 10) / 2:.1f} {y0 + 12})">{label}</text>')  # fmt: skip
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _plots(targets: list[dict[str, Any]], racks: list[dict[str, Any]], per_day: list[dict[str, Any]], days: int) -> str:
+    legend = "".join(f'<span><i style="background:{COLOURS[s]}"></i>{s}</span>' for s in ("critical", "unknown", "warning", "ok"))
+    return ('<section id="plots"><h2>Plots</h2>'
+            f'<p class="legend">{legend}</p><div class="plots">'
+            '<div class="plot"><h3>Hottest sensor per server, by rack (°C, latest sweep)</h3>'
+            f"{temperature_svg(targets, racks)}</div>"
+            f'<div class="plot"><h3>Findings per day, last {days} day{"s" if days != 1 else ""}</h3>'
+            f"{per_day_svg(per_day)}</div></div></section>")  # fmt: skip
