@@ -42,20 +42,27 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def scrape() -> tuple[int, str]:
-    """One scrape: (HTTP status, exposition text) from the latest finished sweep in the store."""
+def scrape(partial: bool = False) -> tuple[int, str]:
+    """One scrape: (HTTP status, exposition text) from the latest finished sweep in the store.
+
+    Args:
+        partial: serve the latest finished run even when it swept only part of
+            the fleet; by default the latest run of the whole fleet, so that an
+            operator's `fleetctl sweep rack-12` does not make every other
+            target's series vanish.
+    """
     import time
 
     from fleetctl.errors import NotFound
     from fleetctl.store import get_engine
-    from fleetctl.sweep.prometheus import Family, exposition, families
+    from fleetctl.sweep.prometheus import Family, exposition, families, latest_full_run
 
     t0 = time.perf_counter()
     fams: list[Family] = []
     error = 0
     try:
         with get_engine().connect() as c:
-            fams = families(c)
+            fams = families(c, None if partial else latest_full_run(c))
     except NotFound:
         pass  # no finished sweep yet: nothing to say about the fleet, and nothing wrong
     except Exception as e:  # noqa: BLE001 - any failure to read the store is reported as a metric, and logged
@@ -70,7 +77,7 @@ def scrape() -> tuple[int, str]:
     return 200, exposition([*fams, err, took])
 
 
-def make_server(host: str, port: int) -> ThreadingHTTPServer:
+def make_server(host: str, port: int, *, partial: bool = False) -> ThreadingHTTPServer:
     """The HTTP server: GET /metrics renders a scrape, any other path is 404."""
     import socket
     import threading
@@ -97,7 +104,7 @@ def make_server(host: str, port: int) -> ThreadingHTTPServer:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 with lock:
-                    status, text = scrape()
+                    status, text = scrape(partial)
                 self._send(status, text.encode(), CONTENT_TYPE, head)
             elif path == "/":
                 body = b'<html><body><h1>fleetctl exporter</h1><a href="/metrics">/metrics</a></body></html>\n'
@@ -124,11 +131,14 @@ def make_server(host: str, port: int) -> ThreadingHTTPServer:
 def command(
     listen: Annotated[str, typer.Option("--listen", help="HOST:PORT to serve /metrics on ([::]:9877 or 0.0.0.0:9877: every address).")
                       ] = DEFAULT_LISTEN,  # fmt: skip
+    partial: Annotated[bool, typer.Option("--partial", help="Serve the latest run even when it swept part of the fleet "
+                                          "(sweep rack-12); by default the latest `sweep all`.")] = False,  # fmt: skip
 ) -> None:
     """Serve the latest sweep on /metrics for Prometheus; a scrape reads the store, never the fleet.
 
     Run the sweep on a schedule (`fleetctl sweep all`, deploy/); each scrape
-    renders the latest finished run. See docs/metrics.md.
+    renders the latest finished sweep of the whole fleet (with --partial: the
+    latest finished run, whatever it swept). See docs/metrics.md.
     """
     import signal
     import threading
@@ -138,7 +148,7 @@ def command(
 
     host, port = parse_listen(listen)
     try:
-        server = make_server(host, port)
+        server = make_server(host, port, partial=partial)
     except OSError as e:
         raise FleetError(f"--listen {listen}: {e.strerror or e}") from e
     shown_host = f"[{host}]" if ":" in host else host

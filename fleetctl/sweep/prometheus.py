@@ -120,6 +120,21 @@ def _max_temperature(metrics: dict[str, Any]) -> float | None:
     return max(temps) if temps else None
 
 
+def latest_full_run(conn: Any) -> int:
+    """The latest finished run of the whole fleet (`fleetctl sweep` / `sweep all`), not of a part of it.
+
+    Raises:
+        NotFound: no finished sweep of the whole fleet yet.
+    """
+    from fleetctl.errors import NotFound
+
+    rid = conn.execute(select(func.max(T.sweep_run.c.id)).where(T.sweep_run.c.state == "finished",
+                                                                  T.sweep_run.c.selector == "all")).scalar()  # fmt: skip
+    if rid is None:
+        raise NotFound("no finished sweep of the whole fleet (fleetctl sweep all) yet")
+    return int(rid)
+
+
 def families(conn: Any, run_id: int | None = None) -> list[Family]:
     """The metric families of one run (the latest finished one when ``run_id`` is None).
 

@@ -258,7 +258,8 @@ def _runs(swept: dict[str, Any]) -> int:
 @needs_promtool
 def test_exporter_serves_the_latest_sweep_without_sweeping(on_lab: dict[str, Any]) -> None:
     swept = on_lab
-    proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "exporter", "--listen", "127.0.0.1:0"], env=_env(swept),
+    # --partial: this lab's sweeps name their targets (the lab serves part of the site)
+    proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "exporter", "--listen", "127.0.0.1:0", "--partial"], env=_env(swept),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert proc.stdout is not None
@@ -295,6 +296,18 @@ def test_exporter_serves_the_latest_sweep_without_sweeping(on_lab: dict[str, Any
     finally:
         code = stop(proc)
     assert code == 0  # SIGTERM is a clean stop
+
+
+def test_exporter_serves_only_a_sweep_of_the_whole_fleet_by_default(on_lab: dict[str, Any]) -> None:
+    """An operator's `fleetctl sweep rack-12` must not make the rest of the fleet vanish from Prometheus."""
+    from fleetctl.cli.exporter import scrape
+
+    status, body = scrape()
+    assert status == 200
+    samples = parse(body)
+    assert value(samples, "fleetctl_exporter_last_scrape_error") == 0
+    assert not any(n.startswith("fleetctl_sweep") for n, _ in samples)  # this lab only had partial sweeps
+    assert value(parse(scrape(partial=True)[1]), "fleetctl_sweep_run_id") >= 2
 
 
 def test_exporter_reports_an_unreadable_store(tmp_path: Path) -> None:

@@ -210,3 +210,23 @@ def test_the_temporary_name_is_not_read_by_the_collector(store: Any, tmp_path: P
     monkeypatch.setattr(os, "replace", spy)
     write_textfile(c, tmp_path)
     assert seen and not seen[0].endswith(".prom") and Path(seen[0]).parent == Path(".")
+
+
+def test_latest_full_run_skips_partial_sweeps(store: Any) -> None:
+    from fleetctl.sweep.prometheus import latest_full_run
+
+    c, rid = store
+    with get_engine().begin() as w:
+        partial = int(w.execute(insert(T.sweep_run).values(
+            started_at=T0 + dt.timedelta(hours=2), finished_at=T0 + dt.timedelta(hours=2, seconds=1), state="finished",
+            level="bmc", selector="rack-12", actor="t", host="h", pid=1, duration_s=1.0, servers=1, switches=0, counts={},
+            worst_new="ok").returning(T.sweep_run.c.id)).scalar_one())  # fmt: skip
+    assert latest_full_run(c) == rid
+    assert samples(render(c))["fleetctl_sweep_run_id"] == partial  # render(None): the latest finished run, whatever it swept
+
+
+def test_no_full_run_is_not_found() -> None:
+    from fleetctl.sweep.prometheus import latest_full_run
+
+    with get_engine().connect() as c, pytest.raises(NotFound):
+        latest_full_run(c)
