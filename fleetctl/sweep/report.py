@@ -221,8 +221,10 @@ def build(conn: Any, *, since: dt.datetime | None = None, now: dt.datetime | Non
         _head(latest, base, base_why, fleet, now, since),
         _summary(latest, found),
         _filter_box(),
+        '<div class="elev-wrap">',
         _elevations(racks, devs),
         _panels(devs),
+        "</div>",
         _changes(changes, base, base_why, panel_of),
         _findings_table(found, panel_of),
         _firmware_section(firmware),
@@ -287,7 +289,11 @@ h2{margin:28px 0 8px;font-size:17px;border-bottom:1px solid var(--line);padding-
 tr.nomatch,li.nomatch{display:none}
 .legend span{display:inline-block;margin-right:14px}
 .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px;border:1px solid #0004}
-#panels{background:#fff;border:1px solid var(--line);border-left:6px solid #0a58ca;padding:8px 16px;margin-top:16px}
+.elev-wrap{display:flex;gap:20px;align-items:flex-start}
+#elevations{flex:1 1 auto;min-width:0}
+#panels{flex:0 0 min(600px,48%);position:sticky;top:64px;max-height:calc(100vh - 80px);overflow:auto;margin-top:28px;
+ background:#fff;border:1px solid var(--line);border-left:6px solid #0a58ca;padding:0 12px}
+#panels h2{margin-top:10px}
 table{border-collapse:collapse;background:#fff;margin:6px 0 12px}
 th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f0f0}

@@ -15,6 +15,7 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests_helpers_bmc import lab_db_of  # (path set in conftest)
@@ -112,6 +113,14 @@ def test_report_is_one_file_that_names_nothing_on_the_network(report: tuple[Path
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html
 
 
+def _stored_findings(target: str) -> list[dict[str, Any]]:
+    from fleetctl.store import get_engine
+    from fleetctl.sweep import history
+
+    with get_engine().connect() as c:
+        return history.findings(c, history.get_run(c)["id"], target=target)
+
+
 def test_report_in_a_real_browser(report: tuple[Path, str], tmp_path: Path) -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set FLEETCTL_TEST_CHROMIUM)")
@@ -158,8 +167,11 @@ def test_report_in_a_real_browser(report: tuple[Path, str], tmp_path: Path) -> N
             assert panel.count() == 1
             assert panel.get_attribute("data-name") == "mn-tyo1-r12-03"
             text = panel.inner_text()
-            assert "psu.redundancy" in text and "no PSU redundancy: 1 of 2 PSUs working" in text
-            assert "PSU Power Supply 1: Critical" in text
+            stored = _stored_findings("mn-tyo1-r12-03")
+            assert {"psu", "psu.redundancy"} <= {f["check"] for f in stored}
+            for f in stored:  # every finding of that server, with its message, and none of another's
+                assert f"{f['check']}\t{f['subject']}\t{f['message']}" in text
+            assert text.count("\ncritical\t") + text.count("\nwarning\t") == len(stored)
             page.locator('.dev[data-name="gpu-tyo1-r11-01"]').click()
             panel = page.locator(".panel:visible")
             assert panel.get_attribute("data-name") == "gpu-tyo1-r11-01"
