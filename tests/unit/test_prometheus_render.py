@@ -230,3 +230,19 @@ def test_no_full_run_is_not_found() -> None:
 
     with get_engine().connect() as c, pytest.raises(NotFound):
         latest_full_run(c)
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (Debian package prometheus)")
+def test_the_documented_alert_rules_are_valid(tmp_path: Path) -> None:
+    """docs/metrics.md's alert rules load in Prometheus and name only metrics that exist."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    rules = doc.split("## Alerts", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "rules.yml").write_text(rules)
+    p = subprocess.run(["promtool", "check", "rules", str(tmp_path / "rules.yml")], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with get_engine().begin() as c:
+        rid = _run(c)
+    with get_engine().connect() as c:
+        ours = set(re.findall(r"^# TYPE (\S+)", render(c, rid), re.M))
+    ours |= {"fleetctl_exporter_last_scrape_error", "fleetctl_exporter_scrape_duration_seconds"}
+    assert set(re.findall(r"\bfleetctl_[a-z_]+", rules)) <= ours
