@@ -201,6 +201,11 @@ def build(conn: Any, *, since: dt.datetime | None = None, now: dt.datetime | Non
     changes = history.diff(conn, base["id"], latest["id"]) if base else None
     days = max(1, math.ceil((now - since).total_seconds() / 86400)) if since else DEFAULT_DAYS
     per_day = history.per_day(conn, days)
+    if since is not None:
+        # per_day counts whole days back from now; keep the days whose sweep started since then.
+        first = [r.id for r in conn.execute(select(T.sweep_run.c.id, T.sweep_run.c.started_at).where(T.sweep_run.c.state == "finished"))
+                 if (s := _utc(r.started_at)) is not None and s >= since]  # fmt: skip
+        per_day = [d for d in per_day if first and d["run_id"] >= min(first)]
     racks, devs = _devices(conn)
 
     verdict = {(t["kind"], t["name"]): t for t in targets}

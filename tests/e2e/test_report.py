@@ -93,6 +93,7 @@ def report(swept: Path, cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     return out, r.out
 
 
+@pytest.mark.slow  # shares the lab's two sweeps: 10-20 s once for the three
 def test_report_is_one_file_that_names_nothing_on_the_network(report: tuple[Path, str]) -> None:
     path, out = report
     from fleetctl.store import get_engine
@@ -121,6 +122,7 @@ def _stored_findings(target: str) -> list[dict[str, Any]]:
         return history.findings(c, history.get_run(c)["id"], target=target)
 
 
+@pytest.mark.slow  # shares the lab's two sweeps: 10-20 s once for the three
 def test_report_in_a_real_browser(report: tuple[Path, str], tmp_path: Path) -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set FLEETCTL_TEST_CHROMIUM)")
@@ -220,6 +222,7 @@ def test_report_in_a_real_browser(report: tuple[Path, str], tmp_path: Path) -> N
         shutil.copy(path, artifacts / "report.html")
 
 
+@pytest.mark.slow  # shares the lab's two sweeps: 10-20 s once for the three
 def test_since_picks_the_baseline_and_the_window(swept: Path, cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FLEETCTL_DB", str(swept))
     out = tmp_path / "r.html"

@@ -202,3 +202,13 @@ def test_since_picks_the_first_run_after_it(store: Any) -> None:
         base, why = R.choose_baseline(c, latest, NOW - dt.timedelta(hours=1))  # nothing since but the latest
         assert base is not None and base["id"] == runs[2] and "no other finished sweep since" in why
         assert R.choose_baseline(c, {"id": runs[0]}, None) == (None, "the first finished sweep: nothing to compare with")
+
+
+def test_the_per_day_window_starts_at_since(store: Any) -> None:
+    for days in (6, 4, 3, 1, 0):
+        _sweep(store, NOW - dt.timedelta(days=days, hours=1), [("good-1", "fan", "warning", "fan 1")])
+    with store.connect() as c:
+        week = R.build(c, now=NOW, since=NOW - dt.timedelta(days=7)).html
+        three = R.build(c, now=NOW, since=NOW - dt.timedelta(days=3, hours=2)).html
+    assert week.count("warning (sweep") == 5 and "last 7 days" in week
+    assert three.count("warning (sweep") == 3 and "last 4 days" in three  # the sweeps 3 days ago, 1 day ago and today
