@@ -122,11 +122,16 @@ def _stored_findings(target: str) -> list[dict[str, Any]]:
         return history.findings(c, history.get_run(c)["id"], target=target)
 
 
-@pytest.mark.slow  # shares the lab's two sweeps: 10-20 s once for the three
-def test_report_in_a_real_browser(report: tuple[Path, str], tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def sync_api():  # type: ignore[no-untyped-def]
+    """Playwright's sync API with a Chromium to drive, or a skip that says what is missing (before the lab starts)."""
     if not CHROMIUM.exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set FLEETCTL_TEST_CHROMIUM)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed in the venv")
+    return pytest.importorskip("playwright.sync_api", reason="playwright is not installed in the venv")
+
+
+@pytest.mark.slow  # shares the lab's two sweeps: 10-20 s once for the three
+def test_report_in_a_real_browser(sync_api, report: tuple[Path, str], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path, _ = report
     artifacts = Path(os.environ.get("FLEETCTL_TEST_ARTIFACTS") or tmp_path)
     artifacts.mkdir(parents=True, exist_ok=True)
