@@ -14,7 +14,7 @@ import datetime as dt
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,7 +92,12 @@ def _evaluate(kind: str, name: str, reading: Any, expect: Any, level: str) -> li
             problems = list(spec.fn(reading, expect))
         except Exception as e:  # noqa: BLE001 - a broken check is that check's unknown, never the sweep's end
             problems = [_broken(spec.name, e)]
-        out += [Finding(kind, name, spec.name, p.status, p.message, p.subject, dict(p.evidence)) for p in problems]
+        seen: dict[str, int] = {}
+        for p in problems:
+            # Two parts of one name (three sensors called "CPU Temp") are two problems, not one.
+            n = seen[p.subject] = seen.get(p.subject, 0) + 1
+            subject = p.subject if n == 1 else f"{p.subject} #{n}"
+            out.append(Finding(kind, name, spec.name, p.status, p.message, subject, dict(p.evidence)))
     return out
 
 
@@ -255,7 +260,7 @@ def run(
     options: SweepOptions | None = None,
     progress: Callable[[int, int, str, str], None] | None = None,
     url: str | None = None,
-    collect: Callable[[_Recorder], Awaitable[None]] | None = None,
+    collect: Callable[[_Recorder], Coroutine[Any, Any, None]] | None = None,
 ) -> SweepResult:
     """Sweep the servers (over their BMCs) and switches (over SNMP); journal everything; return the summary.
 
@@ -368,6 +373,7 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
         if r.ok:
             reading = r.value
             reading.elapsed = r.elapsed
+            r.value = None  # judged: the sweep keeps the verdict, not every reading of 10,000 BMCs
             server_verdict(r.target, reading, None)
         else:
             server_verdict(r.target, ServerReading(session_error=r.error, session_error_type=r.error_type, elapsed=r.elapsed), r.error)
@@ -385,7 +391,7 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
     async with FleetSessions() as fleets:
         await asyncio.gather(
             sweep_async("bmc", btargets, op, concurrency=opts.concurrency, per_target_timeout=opts.per_target_timeout,
-                        progress=on_bmc, fleets=fleets, read_once=True),
+                        progress=on_bmc, fleets=fleets, read_once=True, expand=True),
             sweep_async("snmp", starget, what=("if", "lldp", "sensors"), concurrency=opts.snmp_concurrency, progress=on_poll),
         )  # fmt: skip
 

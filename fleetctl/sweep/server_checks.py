@@ -89,6 +89,8 @@ def psus(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Each power supply present is healthy."""
     if not r.health:
         return
+    if not r.health.psus:
+        yield problem(U, "the BMC reports no power supplies (neither PowerSubsystem nor Power)", "none")
     for p in r.health.psus:
         if not p.ok:
             yield problem(_health(p.health) or W, f"PSU {p.name}: {p.health} ({p.state})", p.name, health=p.health, state=p.state)
@@ -102,8 +104,10 @@ def psu_redundancy(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     present = [p for p in r.health.psus if p.state != "Absent"]
     working = [p for p in present if p.ok]
     if len(working) < 2:
-        yield problem(C, f"no PSU redundancy: {len(working)} of {len(r.health.psus)} PSUs working",
-                      working=[p.name for p in working], psus=len(r.health.psus))  # fmt: skip
+        absent = len(r.health.psus) - len(present)
+        yield problem(C, f"no PSU redundancy: {len(working)} healthy of {len(present)} present"
+                      + (f" ({absent} bay{'s' if absent > 1 else ''} empty)" if absent else ""),
+                      healthy=[p.name for p in working], present=len(present), bays=len(r.health.psus))  # fmt: skip
 
 
 @check("fan", kind="server", severity=W, reads=("Chassis Thermal or ThermalSubsystem/Fans",), cost="1-2 requests")
@@ -111,6 +115,8 @@ def fans(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Each fan present is healthy."""
     if not r.health:
         return
+    if not r.health.fans:
+        yield problem(U, "the BMC reports no fans (neither ThermalSubsystem nor Thermal)", "none")
     for f in r.health.fans:
         if not f.ok:
             yield problem(_health(f.health) or W, f"fan {f.name}: {f.health}" + (f" at {f.reading:g} {f.units or ''}".rstrip()
@@ -122,6 +128,8 @@ def temperatures(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Each temperature is below its thresholds (critical at or above them, a warning within 5 C)."""
     if not r.health:
         return
+    if not r.health.temperatures:
+        yield problem(U, "the BMC reports no temperatures (neither Sensors nor Thermal)", "none")
     for t in r.health.temperatures:
         ev = {"reading_c": t.reading, "upper_critical": t.upper_critical, "upper_fatal": t.upper_fatal, "health": t.health}
         limit = t.upper_critical if t.upper_critical is not None else t.upper_fatal
@@ -264,7 +272,8 @@ def explained(findings: list[Any]) -> list[Any]:
     for f in findings:
         parts = ROLLUPS.get(f.check)
         if parts:
-            worst_part = max((g.status.rank for g in findings if g.check in parts), default=-1)
+            # a part that could not be read explains nothing
+            worst_part = max((g.status.rank for g in findings if g.check in parts and g.status != U), default=-1)
             if worst_part >= f.status.rank:
                 continue
         out.append(f)

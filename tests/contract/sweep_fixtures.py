@@ -215,6 +215,13 @@ class Recorded:
         """{(check, subject or '', status)}; PSU and fan subjects are '*' (the driver names them by bay)."""
         out: set[tuple[str, str, str]] = set()
         parts: list[tuple[str, str]] = []
+        # A BMC that reports none of a kind leaves that kind unknown (never healthy); unknown explains no roll-up.
+        if not self.psus:
+            out.add(("psu", "*", "unknown"))
+        if not self.fans:
+            out.add(("fan", "*", "unknown"))
+        if not self.temperatures:
+            out.add(("temperature", "none", "unknown"))
         for p in self.psus:
             if p.bad:
                 out.add(("psu", "*", "critical" if p.health == "Critical" else "warning"))

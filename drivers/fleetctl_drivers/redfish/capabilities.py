@@ -468,7 +468,7 @@ class RedfishInventory(_Capability, InventoryInterface):
         if isinstance(pd, list):  # older schema: links on the system
             refs.extend(pd)
         elif odata_id(pd):  # newer: a collection (OpenBMC: Systems/system/PCIeDevices)
-            coll = await self.c.get_optional(odata_id(pd))
+            coll = await self.c.collection(odata_id(pd))
             if coll is None:
                 warnings.append(f"{odata_id(pd)}: missing")
             refs.extend((coll or {}).get("Members") or [])
@@ -476,7 +476,7 @@ class RedfishInventory(_Capability, InventoryInterface):
             chassis = await self.c.get_optional(odata_id(ch))
             link = odata_id((chassis or {}).get("PCIeDevices"))
             if link:
-                coll = await self.c.get_optional(link)
+                coll = await self.c.collection(link)
                 if coll is None:
                     warnings.append(f"{link}: missing")
                 refs.extend((coll or {}).get("Members") or [])
@@ -492,7 +492,7 @@ class RedfishInventory(_Capability, InventoryInterface):
         async def one(dev: dict) -> PCIeDevice:
             fn_refs = (dev.get("Links") or {}).get("PCIeFunctions")
             if fn_refs is None and odata_id(dev.get("PCIeFunctions")):
-                fcoll = await self.c.get_optional(odata_id(dev.get("PCIeFunctions")))
+                fcoll = await self.c.collection(odata_id(dev.get("PCIeFunctions")))
                 fn_refs = (fcoll or {}).get("Members") or []
             functions = await self.c.expand(fn_refs or [], errors=warnings)
             return parse.parse_pcie_device(dev, functions, decimal_ids=decimal)
@@ -592,6 +592,9 @@ class RedfishHealth(_Capability, HealthInterface):
                 for svc in await self.c.members(link):
                     if odata_id(svc.get("Entries")):
                         services.append(odata_id(svc["Entries"]))  # type: ignore[arg-type]
+        if not services:
+            # Not "no news": nothing can be said about the log (sushy-tools, a BMC with logs turned off).
+            raise self._fail("the BMC offers no log service (Systems or Managers LogServices)")
         entries: list[LogEntry] = []
 
         async def read(uri: str) -> list[LogEntry]:

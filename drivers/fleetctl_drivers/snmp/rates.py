@@ -35,14 +35,17 @@ def rebooted(previous: PollResult, current: PollResult) -> bool | None:
     """True if sysUpTime says the agent restarted between the two polls.
 
     None when either poll lacks sysUpTime. A decrease that the wall clock
-    explains as a TimeTicks wrap (497 days of uptime) is not a reboot.
+    explains as a TimeTicks wrap (497 days of uptime) is not a reboot. An
+    increase far smaller than the wall clock's is one: polls a day apart
+    around a reboot two hours ago see uptime grow from one hour to two.
     """
     before, now = previous.sys_uptime_ticks, current.sys_uptime_ticks
     if before is None or now is None:
         return None
-    if now >= before:
-        return False
     wall_ticks = (current.polled_at - previous.polled_at).total_seconds() * 100
+    if now >= before:
+        # uptime keeps pace with the wall clock (within 10 % and 3 s) unless the agent restarted in between
+        return wall_ticks > 0 and (now - before) < 0.9 * wall_ticks - 300
     wrapped = now + UPTIME_MODULUS - before
     # a wrap: the ticks that passed across the wrap match the wall clock (within 10 % + 10 s)
     return not (wall_ticks > 0 and abs(wrapped - wall_ticks) <= 0.1 * wall_ticks + 1000)

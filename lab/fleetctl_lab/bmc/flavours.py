@@ -34,6 +34,8 @@ class Flavour:
     boot_targets: tuple[str, ...]
     error_code: str  # the top-level ``error.code`` the vendor uses
     reset_types: tuple[str, ...]
+    # ``$expand=.($levels=1)`` on collections, as iLO 5, AMI and iDRAC offer (OpenBMC's is off by default).
+    expand: bool = True
 
 
 _ALL_RESETS = ("On", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart", "PowerCycle")
@@ -79,6 +81,7 @@ FLAVOURS: dict[str, Flavour] = {
     # NOTE(openbmc): bmcweb; ids system/chassis/bmc; EventLog and Journal.
     "openbmc": Flavour(
         name="openbmc",
+        expand=False,
         chassis_id="chassis",
         manager_id="bmc",
         manager_model="OpenBmc",

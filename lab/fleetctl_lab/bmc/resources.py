@@ -88,7 +88,11 @@ def service_root(bmc: SimBMC) -> dict[str, Any]:
         "AccountService": _ref(f"{R}/AccountService"),
         "Links": {"Sessions": _ref(f"{R}/SessionService/Sessions")},
         "Oem": {"Lab": {"Name": s.name}} if bmc.flavour.name == "generic" else {},
-        "ProtocolFeaturesSupported": {"ExpandQuery": {"ExpandAll": False}, "FilterQuery": False, "SelectQuery": False},
+        "ProtocolFeaturesSupported": {
+            "ExpandQuery": ({"ExpandAll": False, "Levels": True, "MaxLevels": 1, "Links": False, "NoLinks": True}
+                            if bmc.flavour.expand else {"ExpandAll": False, "Levels": False, "Links": False, "NoLinks": False}),
+            "FilterQuery": False, "SelectQuery": False,
+        },  # fmt: skip
     }
 
 

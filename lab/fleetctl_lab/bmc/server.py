@@ -320,6 +320,8 @@ class BMCLab:
                     return self._json(400, error_body(bmc.flavour.error_code, 400, "Base.1.18.MalformedJSON",
                                                       "The request body submitted was malformed JSON and could not be parsed."), {})
         status, doc, hdrs = dispatch(bmc, "GET" if method == "HEAD" else method, path, body)
+        if method == "GET" and status == 200 and bmc.flavour.expand and isinstance(doc, dict) and "Members" in doc:
+            doc = _expanded(bmc, doc, request.query.get("$expand"))
         if method == "HEAD":
             return web.Response(status=status, headers=_HDRS)
         return self._json(status, doc, hdrs)
@@ -493,3 +495,19 @@ def run_lab_in_thread(specs: Iterable[LabServerSpec], config: LabConfig | None =
     lab = BMCLab(specs, config)
     with serve_in_thread(lab, name="fleetctl-lab", timeout=timeout) as loop:
         yield ThreadedLab(lab, loop)
+
+
+def _expanded(bmc: SimBMC, doc: dict[str, Any], query: str | None) -> dict[str, Any]:
+    """A collection with its members inline, for ``$expand=.`` or ``*`` (one level, the most the lab offers)."""
+    if not query or query.split("(", 1)[0] not in (".", "*"):
+        return doc
+    members = []
+    for ref in doc.get("Members") or []:
+        link = ref.get("@odata.id") if isinstance(ref, dict) else None
+        if link and len(ref) == 1:
+            status, member, _ = dispatch(bmc, "GET", link.rstrip("/"), None)
+            members.append(member if status == 200 else ref)
+        else:
+            members.append(ref)
+    return {**doc, "Members": members}
+

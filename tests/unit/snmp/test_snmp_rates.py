@@ -134,3 +134,17 @@ def test_octet_width_change_gives_note() -> None:
     after = poll(1, 200, port(in_octets=10, octets_bits=64))
     i = rates(before, after).interface(1)
     assert i is not None and i.in_bps is None and "32 and 64" in (i.note or "")
+
+
+@pytest.mark.parametrize("uptime_now,want", [
+    (3_600 * 100 + 86_400 * 100, False),  # a day later, a day more uptime
+    (2 * 3_600 * 100, True),  # a day later, up two hours: rebooted since, though up longer than at the last poll
+    (3_600 * 100 + 86_400 * 100 - 5_000, False),  # 50 s behind the clock in a day: within 10 %
+])  # fmt: skip
+def test_a_reboot_between_polls_a_day_apart_is_seen_even_when_uptime_grew(uptime_now: int, want: bool) -> None:
+    assert rebooted(poll(0, 3_600 * 100), poll(86_400, uptime_now)) is want
+
+
+def test_short_intervals_allow_a_few_seconds_of_jitter() -> None:
+    assert rebooted(poll(0, 100_000), poll(5, 100_000 + 300)) is False  # 2 s behind in 5 s: jitter, not a reboot
+    assert rebooted(poll(0, 100), poll(8.5, 250)) is True  # up 1 s, then 2.5 s after 8.5 s: it restarted

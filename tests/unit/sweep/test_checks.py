@@ -33,7 +33,8 @@ def healthy() -> ServerReading:
         facts=SystemFacts(serial="S1", pcie_devices=[dev], boards=[Board(kind="mncore2", serial="B1", slot="0", pcie_device_id="d0",
                                                                           health="OK")]),  # fmt: skip
         health=HealthReport(system_health="OK", chassis_health="OK",
-                            psus=[HealthItem(name="PSU1", health="OK", state="Enabled"), HealthItem(name="PSU2", health="OK", state="Enabled")],
+                            psus=[HealthItem(name="PSU1", health="OK", state="Enabled"),
+                                  HealthItem(name="PSU2", health="OK", state="Enabled")],
                             fans=[HealthItem(name="Fan1", health="OK", reading=8000, units="RPM")],
                             temperatures=[Temperature(name="Inlet", health="OK", reading=25, upper_critical=45)]),  # fmt: skip
         manager=ManagerFacts(clock_skew_seconds=1.5),
@@ -244,3 +245,16 @@ def test_every_check_has_metadata() -> None:
         m = c.metadata()
         assert m["description"] and m["reads"] and m["severity"] in ("warning", "critical", "unknown")
     assert Status.CRITICAL.rank > Status.UNKNOWN.rank > Status.WARNING.rank > Status.OK.rank
+
+
+def test_a_bmc_that_reports_no_psu_fan_or_temperature_is_unknown_there() -> None:
+    r = healthy()
+    r.health.psus, r.health.fans, r.health.temperatures = [], [], []
+    assert found(r) == {("psu", "none", "unknown"), ("fan", "none", "unknown"), ("temperature", "none", "unknown")}
+
+
+def test_parts_of_one_name_are_distinct_findings() -> None:
+    r = healthy()
+    r.health.temperatures = [Temperature(name="CPU Temp", reading=t, upper_critical=90) for t in (50, 95, 99)]
+    # numbered in the order they are found: the second hot "CPU Temp" is "CPU Temp #2"
+    assert found(r) == {("temperature", "CPU Temp", "critical"), ("temperature", "CPU Temp #2", "critical")}
