@@ -114,7 +114,7 @@ def run(
     textfile: Annotated[
         Path | None, typer.Option("--textfile", help="Also write fleetctl.prom here for node_exporter's textfile collector.")
     ] = None,
-    concurrency: Annotated[int, typer.Option(help="BMCs read at once (each with at most 2 requests in flight).", min=1)] = 1000,
+    concurrency: Annotated[int, typer.Option(help="BMCs read at once (each with at most 2 requests in flight).", min=1)] = 250,
     timeout: Annotated[float, typer.Option(help="Seconds one BMC may take in all; a hung BMC costs this, nothing more.", min=1)] = 60.0,
     request_timeout: Annotated[float, typer.Option(help="Seconds for one request.", min=0.1)] = 10.0,
     retries: Annotated[int, typer.Option(help="Extra attempts per request, with backoff.", min=0, max=5)] = 1,
