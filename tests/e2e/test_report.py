@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from tests_helpers_bmc import lab_db_of  # (path set in conftest)
 
+from tests.conftest import run_cli
+
 REPO = Path(__file__).resolve().parents[2]
 SITE = REPO / "inventory" / "site-tyo1.yaml"
 CHROMIUM = Path(os.environ.get("FLEETCTL_TEST_CHROMIUM", "/usr/lib/chromium/chromium"))
@@ -28,25 +30,8 @@ HOSTILE = '<script>window.__pwned=1</script><img src="http://127.0.0.1:9/pwned.p
 
 def _run(*args: str) -> tuple[int, str, str]:
     """`fleetctl ARGS` in-process, as the `cli` fixture runs it (which a module-scoped fixture cannot use)."""
-    import io
-    import sys
-    from contextlib import redirect_stderr, redirect_stdout
-
-    from fleetctl.cli import state
-    from fleetctl.cli.app import main
-
-    out, err = io.StringIO(), io.StringIO()
-    old_argv, sys.argv = sys.argv, ["fleetctl", *args]
-    state.debug = False
-    code = 0
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        sys.argv = old_argv
-    return code, out.getvalue(), err.getvalue()
+    r = run_cli(*args)
+    return r.code, r.out, r.err
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ resolution are then driven through the CLI; last, a sweep killed mid-run
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -18,13 +17,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests_helpers_bmc import lab_up, selected_engine  # (path set in conftest)
+
+from tests.conftest import Result, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = REPO / "inventory" / "site-tyo1.yaml"
@@ -67,30 +67,9 @@ FAULTS: dict[str, tuple[list[str], dict[str, str], dict[str, str]]] = {
 }
 
 
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
 def cli(*args: str) -> Result:
-    """`fleetctl ARGS` in process through the real entry point (as tests/conftest.py's `cli`, usable module-wide)."""
-    from fleetctl.cli import state
-    from fleetctl.cli.app import main
-
-    out, err = io.StringIO(), io.StringIO()
-    old_argv, sys.argv = sys.argv, ["fleetctl", *args]
-    state.debug = False
-    code = 0
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        sys.argv = old_argv
-    return Result(code, out.getvalue(), err.getvalue())
+    """`fleetctl ARGS` in process through the real entry point, usable module-wide (the `cli` fixture is per test)."""
+    return run_cli(*args)
 
 
 def cli_json(*args: str) -> Any:
