@@ -440,10 +440,17 @@ class RedfishInventory(_Capability, InventoryInterface):
             pcie_task = self._hpe_devices(system, warnings)
         else:
             pcie_task = self._standard_devices(system, warnings, decimal=q.pci_ids_decimal)
-        eths, devices = await asyncio.gather(nics_task, pcie_task)
+        # GPUs and accelerators listed as Processors (DMTF's examples, OpenBMC, NVIDIA HGX):
+        # one collection read, expanded where the client asks for it
+        procs_uri = odata_id(system.get("Processors"))
+        procs_task = self.c.members(procs_uri, errors=warnings) if procs_uri else _none_list()
+        eths, devices, procs = await asyncio.gather(nics_task, pcie_task, procs_task)
         ps = system.get("ProcessorSummary") or {}
         mem = system.get("MemorySummary") or {}
         rules = parse.load_board_rules(self.d.accelerators_file)
+        proc_boards = [b for b in (parse.parse_processor_board(p, rules) for p in procs) if b]
+        boards, board_warnings = parse.merge_processor_boards(parse.classify_boards(devices, rules), proc_boards)
+        warnings.extend(board_warnings)
         return SystemFacts(
             serial=parse._s(system.get("SerialNumber")),
             model=parse._s(system.get("Model")),
@@ -457,7 +464,7 @@ class RedfishInventory(_Capability, InventoryInterface):
             memory_gib=parse._num(mem.get("TotalSystemMemoryGiB")),
             nics=[parse.parse_nic(e) for e in eths],
             pcie_devices=devices,
-            boards=parse.classify_boards(devices, rules),
+            boards=boards,
             vendor=q.vendor,
             warnings=warnings,
         )

@@ -308,6 +308,140 @@ def classify_boards(devices: Iterable[PCIeDevice], rules: Sequence[BoardRule]) -
     return boards
 
 
+# Processor.ProcessorType values that are accelerator boards (DMTF Processor
+# schema; OpenBMC and NVIDIA's HGX BMCs list GPUs this way). FPGA, DSP and the
+# rest stay out: fleetctl has no board kind for them.
+PROCESSOR_BOARD_TYPES: frozenset[str] = frozenset({"GPU", "Accelerator"})
+
+_PCI_ID_TEXT = re.compile(r"(?:0x)?[0-9a-fA-F]{4}")
+
+
+def _strict_pci_id(value: Any) -> str | None:
+    """A PCI id only when it looks like one: ProcessorId.VendorId is free text
+    (``GenuineIntel``, ``NVIDIA``), and ``ADD`` must not read as 0x0add."""
+    if isinstance(value, str) and not _PCI_ID_TEXT.fullmatch(value.strip()):
+        return None
+    return parse_pci_id(value)
+
+
+def _last_segment(uri: str | None) -> str | None:
+    return (uri.rstrip("/").rsplit("/", 1)[-1] or None) if uri else None
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class ProcessorBoard:
+    """A board read from ``Systems/{id}/Processors/{id}``, before merging with the PCIe boards."""
+
+    board: Board
+    uri: str  # the Processor's @odata.id, for messages
+    pcie_link: str | None = None  # Links.PCIeDevice's last segment (a PCIeDevice Id), if given
+    warning: str | None = None
+
+
+def parse_processor_board(proc: dict, rules: Sequence[BoardRule]) -> ProcessorBoard | None:
+    """A ``Processor`` whose ``ProcessorType`` is GPU or Accelerator, as a board (None for the rest).
+
+    A GPU is kind ``gpu``. An Accelerator is classified by the board rules
+    (accelerators.yaml) on its Manufacturer, Model and ProcessorId.VendorId;
+    one no rule knows is counted as ``gpu`` with a warning, so an unknown
+    board is seen rather than dropped.
+    """
+    ptype = _s(proc.get("ProcessorType"))
+    if ptype not in PROCESSOR_BOARD_TYPES:
+        return None
+    uri = str(proc.get("@odata.id") or proc.get("Id") or "?")
+    pid = _dict(proc.get("ProcessorId"))
+    label = _s(proc.get("Model")) or _s(proc.get("Name"))
+    view = PCIeDevice(
+        id=str(proc.get("Id") or uri),
+        name=label,
+        manufacturer=_s(proc.get("Manufacturer")),
+        vendor_id=_strict_pci_id(pid.get("VendorId")),
+    )
+    kind, warning = "gpu", None
+    if ptype == "Accelerator":
+        rule = next((r for r in rules if r.matches(view)), None)
+        if rule is not None:
+            kind = rule.kind
+        else:
+            who = " ".join(x for x in (view.manufacturer, label) if x) or "no manufacturer or model"
+            warning = f"{uri}: Accelerator of unknown kind ({who}) counted as gpu"
+    health, _ = _health(proc.get("Status"))
+    slot = _s(_dict(_dict(proc.get("Location")).get("PartLocation")).get("LocationOrdinalValue"))
+    if slot is None and "slot" in str(proc.get("Socket", "")).lower():
+        slot = slot_of(proc.get("Socket"))
+    pcie_ref = _dict(proc.get("Links")).get("PCIeDevice")
+    if isinstance(pcie_ref, list):  # some services list it
+        pcie_ref = pcie_ref[0] if pcie_ref else None
+    pcie_link = _last_segment(pcie_ref.get("@odata.id")) if isinstance(pcie_ref, dict) else None
+    firmware = _s(proc.get("FirmwareVersion"))
+    board = Board(
+        kind=kind,
+        serial=_s(proc.get("SerialNumber")),
+        slot=slot,
+        model=label,
+        firmware={"board": firmware} if firmware else {},
+        pcie_device_id=pcie_link,
+        health=health,
+    )
+    return ProcessorBoard(board=board, uri=uri, pcie_link=pcie_link, warning=warning)
+
+
+def _norm_serial(serial: str | None) -> str | None:
+    return serial.strip().upper() if serial and serial.strip() else None
+
+
+def merge_processor_boards(
+    pcie_boards: Sequence[Board], processor_boards: Sequence[ProcessorBoard]
+) -> tuple[list[Board], list[str]]:
+    """The PCIe boards with the Processor boards merged in, and warnings.
+
+    A Processor is the same board as a PCIe one when their serials agree, else
+    when its ``Links.PCIeDevice`` names that PCIe device. A match fills what
+    the PCIe board lacks (serial, slot, model, firmware, health); the PCIe
+    board's kind and address stay. A Processor that matches nothing is a
+    board of its own; when PCIe boards of the same kind are unmatched too,
+    the two may be one board the BMC describes twice, and a warning says so.
+    """
+    merged = [b.model_copy(deep=True) for b in pcie_boards]
+    matched: set[int] = set()
+    extra: list[ProcessorBoard] = []
+    warnings = [p.warning for p in processor_boards if p.warning]
+    for pb in processor_boards:
+        serial = _norm_serial(pb.board.serial)
+        hit = None
+        if serial:
+            hit = next((i for i, b in enumerate(merged) if i not in matched and _norm_serial(b.serial) == serial), None)
+        if hit is None and pb.pcie_link:
+            hit = next((i for i, b in enumerate(merged) if i not in matched and b.pcie_device_id == pb.pcie_link), None)
+        if hit is None:
+            extra.append(pb)
+            continue
+        matched.add(hit)
+        b, p = merged[hit], pb.board
+        merged[hit] = b.model_copy(
+            update={
+                "serial": b.serial or p.serial,
+                "slot": b.slot or p.slot,
+                "model": b.model or p.model,
+                "firmware": {**p.firmware, **b.firmware},
+                "health": b.health or p.health,
+            }
+        )
+    for pb in extra:
+        loose = [b for i, b in enumerate(merged) if i not in matched and b.kind == pb.board.kind]
+        if loose:
+            warnings.append(
+                f"{pb.uri}: {pb.board.kind} board (serial {pb.board.serial or 'unknown'}) matches no PCIe device "
+                f"by serial or link; kept as its own board, it may be one of {len(loose)} unmatched PCIe board(s)"
+            )
+    return merged + [pb.board for pb in extra], warnings
+
+
 # ----------------------------------------------------------------- firmware
 
 
