@@ -247,7 +247,9 @@ QUERY_ALIASES: dict[str, str] = {
     "clocks_event_reasons.active": "clocks_event_reasons.active",
 }
 
-_HEADER_ITEM = re.compile(r"^([A-Za-z_][\w.]*)(?: \[([^\]]+)\])?$")
+# A header item: a field name (they start lower case; values such as ``P0``,
+# ``Enabled`` or ``0x1`` do not), then `` [unit]`` unless ``nounits``.
+_HEADER_ITEM = re.compile(r"^([a-z_][\w.]*)(?: \[([^\]]+)\])?$")
 _CSV = "nvidia-smi --query-gpu"
 
 
@@ -867,7 +869,7 @@ def _diag_result(r: Any, where: str) -> DiagResult:
     gpu_ids: list[int] = []
     raw_ids = r.get("gpu_ids", r.get("gpu_id"))
     if isinstance(raw_ids, str):
-        gpu_ids = [_opt_int(x, f"{where}.gpu_ids") or 0 for x in raw_ids.split(",") if x.strip()]
+        gpu_ids = [i for i in (_opt_int(x.strip(), f"{where}.gpu_ids") for x in raw_ids.split(",")) if i is not None]
     elif isinstance(raw_ids, int) and not isinstance(raw_ids, bool):
         gpu_ids = [raw_ids]
     elif isinstance(raw_ids, list):

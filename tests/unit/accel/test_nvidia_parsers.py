@@ -500,3 +500,8 @@ def test_xid_lines():
     assert (a.line, a.pci, a.xid, a.message) == (1, "0000:3b:00", 79, "pid=1234, name=python, GPU has fallen off the bus.")
     assert (b.line, b.pci, b.xid) == (3, "0000:86:00", 48)
     assert parse_xid("no xid here\n") == []
+
+
+def test_csv_noheader_values_are_not_taken_for_a_header():
+    with pytest.raises(AccelParseError, match="no header line"):
+        parse_query_gpu_csv("P0, Enabled\nP8, Disabled\n")  # --query-gpu=pstate,ecc.mode.current --format=csv,noheader
