@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetctl.errors import DriverError
+from fleetctl_drivers.accel import AccelParseError
 
 __all__ = [
     "DCGM_ERRORS",
@@ -57,22 +57,6 @@ __all__ = [
     "parse_smi_xml",
     "parse_xid",
 ]
-
-
-class AccelParseError(DriverError):
-    """An accelerator tool's output could not be read as the expected format.
-
-    ``source`` names the tool output (``nvidia-smi --query-gpu``), ``location``
-    where (``line 3``, ``gpu 00000000:01:00.0``) and ``field`` what
-    (``power.draw``), each when known.
-    """
-
-    def __init__(self, message: str, *, source: str, location: str | None = None, field: str | None = None) -> None:
-        self.source = source
-        self.location = location
-        self.field = field
-        where = ", ".join(p for p in (location, f"field {field!r}" if field else None) if p)
-        super().__init__(f"{source}: {where}: {message}" if where else f"{source}: {message}")
 
 
 class _Model(BaseModel):

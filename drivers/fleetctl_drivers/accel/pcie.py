@@ -18,14 +18,14 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from fleetctl.errors import DriverError
+from fleetctl_drivers.accel import AccelParseError
 
 # PCIe transfer rate (GT/s, as lspci and sysfs print it) -> generation
 SPEED_TO_GEN: dict[float, int] = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
-class ParseError(DriverError):
-    """Text from a host tool (lspci, sysfs, gpfn3-smi) that cannot be read."""
+# The package's one parse error, under the name this module's callers know.
+ParseError = AccelParseError
 
 
 class _Model(BaseModel):
