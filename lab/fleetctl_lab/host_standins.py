@@ -13,9 +13,10 @@ The contracts, as the playbooks use them:
   LOG and marks each package installed (a file ``STATE/<pkg>``);
   ``fake-pkg query STATE PKG...`` prints ``<pkg> installed`` for each
   installed one; ``fake-pkg update LOG`` appends ``update`` to LOG.
-- ``gpfn3-smi list``: one line per board naming its device
-  (``board <i>: mnc2p<bus>s<n> MN-Core 2``), read from the device folder at
-  run time, so a missing device node is a missing board.
+- ``gpfn3-smi list``: one line per board, ``<index>: <device name>``
+  (``0: mnc2p27s0``), the format the public MN-Core SDK documentation
+  shows, read from the device folder at run time, so a missing device node
+  is a missing board.
 - ``nvidia-smi -L``: ``GPU <i>: <model> (UUID: GPU-...)`` for each GPU whose
   ``nvidia<slot-index>`` node is in the device folder.
 - ``sysctl ARGS``: appends ``sysctl ARGS`` to a calls log.
@@ -23,8 +24,8 @@ The contracts, as the playbooks use them:
   log and writes ``<root>/etc/kubernetes/kubelet.conf``, as a real join
   does, so a second run skips the join.
 
-ASSUMPTION: the output format of ``gpfn3-smi list`` is not public (see
-``playbooks/README.md``, "What was assumed").
+``fleetctl_drivers.accel.mncore.parse_gpfn3_list`` reads what the stand-in
+prints (tests/unit/lab/test_hosts.py runs one through the other).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ dev={shlex.quote(str(dev_dir))}
 i=0
 for d in "$dev"/mnc2p*; do
   [ -e "$d" ] || continue
-  echo "board $i: ${{d##*/}} MN-Core 2"
+  echo "$i: ${{d##*/}}"
   i=$((i + 1))
 done
 """

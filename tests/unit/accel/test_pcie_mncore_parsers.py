@@ -282,7 +282,7 @@ def test_gpfn3_list_empty_is_no_boards(text):
 @pytest.mark.parametrize(
     ("text", "where"),
     [
-        ("board 0: mnc2p27s0 MN-Core 2\n", "line 1"),  # what the lab's stand-in prints today
+        ("board 0: mnc2p27s0 MN-Core 2\n", "line 1"),  # what the lab's stand-in printed before the public format
         ("0: mnc2p27s0\n1: mnc2p28s0 (busy)\n", "line 2"),
         ("0: mnc2p27s0\n0: mnc2p28s0\n", "index 0 already listed on line 1"),
         ("0: mnc2p27s0\n1: mnc2p27s0\n", "device mnc2p27s0 already listed"),

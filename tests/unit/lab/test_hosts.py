@@ -145,7 +145,11 @@ def test_sandbox_is_fresh_per_install_and_device_missing_takes_boards_away(tmp_p
     assert sb.sync(b.host_info(T0 + 11))
     v = sb.vars()
     assert sorted(p.name for p in sb.dev.iterdir()) == ["mnc2p32s0", "mnc2p48s0", "mnc2p64s0", "mnc2p80s0"]
-    assert _sh(v["fleetctl_smi_cmd"], "list") == [f"board {i}: mnc2p{bus}s0 MN-Core 2" for i, bus in enumerate((32, 48, 64, 80))]
+    listing = _sh(v["fleetctl_smi_cmd"], "list")
+    assert listing == [f"{i}: mnc2p{bus}s0" for i, bus in enumerate((32, 48, 64, 80))]
+    from fleetctl_drivers.accel.mncore import parse_gpfn3_list
+
+    assert [(d.name, d.pci_bus) for d in parse_gpfn3_list("\n".join(listing) + "\n")] == [(f"mnc2p{b}s0", b) for b in (32, 48, 64, 80)]
     (sb.root / "etc/marker").write_text("applied\n")
     assert not sb.sync(b.host_info(T0 + 12))  # nothing new: nothing written
 
