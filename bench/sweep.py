@@ -138,13 +138,22 @@ def child_env(**extra: str) -> dict[str, str]:
 # --- helpers that run in child processes -------------------------------------------------
 
 
-def h_site(servers: int, switches: int, out: str) -> None:
-    """Write the lab's site: sitegen's fleet of N servers, its switches trimmed or topped up to M."""
+def h_site(servers: int, switches: int, out: str, vendor: str = "") -> None:
+    """Write the lab's site: sitegen's fleet of N servers, its switches trimmed or topped up to M.
+
+    ``vendor`` (when given) replaces the server models' vendor, which picks the lab BMC's
+    dialect: "Preferred Networks" (sitegen's) serves OpenBMC's, which offers no ``$expand``;
+    "Supermicro" AMI's, which does (fleetctl then reads a collection in one request).
+    """
     from fleetctl_lab.sitegen import fleet
 
     from fleetctl.inventory.render import dump_yaml
 
     doc = fleet(servers)
+    if vendor:
+        for m in doc.get("models", []):
+            if m.get("kind") == "server":
+                m["vendor"] = vendor
     site = doc["sites"][0]
     racks = site["racks"]
     order = [sw["name"] for r in racks for sw in r.get("switches", [])]  # spines (rack-net) first, then rack by rack
@@ -341,9 +350,9 @@ def helper(name: str, *args: Any) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--_helper", name, *map(str, args)]
 
 
-def lab_up(tmp: Path, servers: int, switches: int) -> dict[str, Any]:
+def lab_up(tmp: Path, servers: int, switches: int, vendor: str = "") -> dict[str, Any]:
     site = tmp / "site.yaml"
-    done = subprocess.run(helper("site", servers, switches, site), env=child_env(), capture_output=True, text=True, check=False)
+    done = subprocess.run(helper("site", servers, switches, site, vendor), env=child_env(), capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"site generation failed: {done.stderr[-2000:]}")
     sd = tmp / "lab"
@@ -469,7 +478,7 @@ def ansible_collections() -> Path | str:
 def scale(args: argparse.Namespace, n: int, tmp: Path, rows: list[tuple[str, str, str, str]], first: bool) -> dict[str, Any]:
     say(f"\n=== {n:,} BMCs + {args.switches} switches (load {load()}) ===")
     t0 = time.perf_counter()
-    lab = lab_up(tmp, n, args.switches)
+    lab = lab_up(tmp, n, args.switches, args.bmc_vendor)
     doc = lab["doc"]
     nsw = len(doc.get("switches", {}))
     say(f"  lab up in {lab['up_s']:.0f} s (site + import + daemon; {time.perf_counter() - t0:.0f} s in all): {len(doc['servers'])} BMCs, "
@@ -613,7 +622,7 @@ def main() -> int:
     if len(sys.argv) > 2 and sys.argv[1] == "--_helper":
         name, rest = sys.argv[2], sys.argv[3:]
         if name == "site":
-            h_site(int(rest[0]), int(rest[1]), rest[2])
+            h_site(int(rest[0]), int(rest[1]), rest[2], rest[3] if len(rest) > 3 else "")
         elif name == "client":
             h_client(rest[0], rest[1:])
         elif name == "bare":
@@ -632,8 +641,10 @@ def main() -> int:
     p.add_argument("--ansible-bmcs", type=int, default=200)
     p.add_argument("--skip-ansible", action="store_true")
     p.add_argument("--skip-listing", action="store_true")
-    p.add_argument("--concurrency", type=int, default=1000, help="BMCs at once (fleetctl's default, and the bare client's)")
-    p.add_argument("--alt-concurrency", type=int, default=200, help="first size: also a BMC-only sweep at this concurrency (0: skip)")
+    p.add_argument("--concurrency", type=int, default=250, help="BMCs at once (fleetctl's default, and the bare client's)")
+    p.add_argument("--bmc-vendor", default="", help="the servers' vendor, which picks the lab BMC's dialect: '' (sitegen's "
+                   "Preferred Networks: OpenBMC, no $expand) or Supermicro (AMI, with $expand)")
+    p.add_argument("--alt-concurrency", type=int, default=0, help="first size: also a BMC-only sweep at this concurrency (0: skip)")
     p.add_argument("--list-servers", type=int, default=10000)
     p.add_argument("--list-runs", type=int, default=90)
     p.add_argument("--repeat", type=int, default=3)
@@ -648,7 +659,7 @@ def main() -> int:
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     say(f"bench/sweep.py: BMC labs of {', '.join(f'{n:,}' for n in sizes)} + {args.switches} switches, HTTPS, "
-        f"{args.latency_ms:g} ms injected per BMC request; concurrency {args.concurrency}, 2 in flight per BMC")  # fmt: skip
+        f"{args.latency_ms:g} ms injected per BMC request; concurrency {args.concurrency}, 2 in flight per BMC; BMC dialect: {args.bmc_vendor or 'sitegen (OpenBMC)'}")  # fmt: skip
     say(f"machine: {os.cpu_count()} CPUs, open files {soft}/{hard} per process, load average at start {load()}")
     t_start = time.perf_counter()
     results: dict[int, dict[str, Any]] = {}
