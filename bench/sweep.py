@@ -659,7 +659,8 @@ def main() -> int:
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     say(f"bench/sweep.py: BMC labs of {', '.join(f'{n:,}' for n in sizes)} + {args.switches} switches, HTTPS, "
-        f"{args.latency_ms:g} ms injected per BMC request; concurrency {args.concurrency}, 2 in flight per BMC; BMC dialect: {args.bmc_vendor or 'sitegen (OpenBMC)'}")  # fmt: skip
+        f"{args.latency_ms:g} ms injected per BMC request; concurrency {args.concurrency}, 2 in flight per BMC; "
+        f"BMC dialect: {args.bmc_vendor or 'sitegen (OpenBMC)'}")  # fmt: skip
     say(f"machine: {os.cpu_count()} CPUs, open files {soft}/{hard} per process, load average at start {load()}")
     t_start = time.perf_counter()
     results: dict[int, dict[str, Any]] = {}
