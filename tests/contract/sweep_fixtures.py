@@ -178,8 +178,24 @@ class Recorded:
         return r
 
     def _health_items(self) -> None:
-        """New schema (PowerSubsystem, ThermalSubsystem, Sensors) where it says something, the old one (Power, Thermal) otherwise."""
+        """New schema (PowerSubsystem, ThermalSubsystem, Sensors) where it says something, the old one (Power, Thermal) otherwise.
+
+        Except on a service that cannot expand collections: there the old Thermal and Power come first
+        (two answers instead of one per member), when they hold fans, temperatures and PSUs.
+        """
         ch = self.chassis or {}
+        eq = ((self.doc("/redfish/v1") or {}).get("ProtocolFeaturesSupported") or {}).get("ExpandQuery") or {}
+        if link(ch.get("Thermal")) and link(ch.get("Power")) and not (eq.get("NoLinks") or eq.get("ExpandAll")):
+            thermal, power = self.doc(link(ch.get("Thermal"))) or {}, self.doc(link(ch.get("Power"))) or {}
+            fans = [status_item(f) for f in thermal.get("Fans") or [] if isinstance(f, dict)]
+            temps = [Item(word(t.get("Name")), *health_state(t), number(t.get("ReadingCelsius")),
+                          number(t.get("UpperThresholdCritical")), number(t.get("UpperThresholdFatal")))
+                     for t in thermal.get("Temperatures") or [] if isinstance(t, dict)]  # fmt: skip
+            psus_old = [status_item(p) for p in power.get("PowerSupplies") or [] if isinstance(p, dict)]
+            if fans and temps and psus_old:
+                self.fans, self.temperatures, self.psus = fans, temps, psus_old
+                self.sources += ["Thermal", "Power"]
+                return
         psus = self.members(link((self.doc(link(ch.get("PowerSubsystem"))) or {}).get("PowerSupplies")))
         fans = self.members(link((self.doc(link(ch.get("ThermalSubsystem"))) or {}).get("Fans")))
         sensors = [s for s in self.members(link(ch.get("Sensors")))

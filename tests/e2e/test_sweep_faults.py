@@ -201,7 +201,8 @@ def test_acks_persistence_diff_and_resolution(on_lab: Lab, swept: Swept) -> None
     diff = cli_json("sweep", "diff")
     resolved = {(f["target"], f["check"]) for f in diff["resolved"]}
     assert {("mn-tyo1-r12-02", "fan"), ("mn-tyo1-r12-08", "bmc.certificate")} <= resolved, resolved
-    assert ("leaf-tyo1-r11-a", "port.status") in resolved or ("leaf-tyo1-r11-a", "port.flaps") in resolved, resolved
+    # (the flapping port is not asserted here: whether it was down at the last sweep, and whether its last
+    # change moves once more as the flap stops, depends on where in its 2 s period each sweep read it)
     assert not ({t for t, _ in resolved} - {*FAULTS}), resolved  # only faults resolve
     assert diff["new"] == []
     persisting = {(f["target"], f["check"]) for f in diff["persisting"]}

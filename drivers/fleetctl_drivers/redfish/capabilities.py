@@ -558,6 +558,21 @@ class RedfishHealth(_Capability, HealthInterface):
             return report
         report.chassis_health = parse._s((chassis.get("Status") or {}).get("Health"))
         sources = []
+        # The old Thermal and Power hold every fan, temperature and PSU in two answers; the new
+        # subsystems take a request per member where the BMC cannot expand a collection (OpenBMC's
+        # default: 28 requests on a lab MN-Server). There, read the old ones first.
+        if odata_id(chassis.get("Thermal")) and odata_id(chassis.get("Power")) and not await self.c.offers_expand():
+            thermal, power = await asyncio.gather(self.c.get_optional(odata_id(chassis.get("Thermal"))),
+                                                  self.c.get_optional(odata_id(chassis.get("Power"))))  # fmt: skip
+            if thermal:
+                report.fans, report.temperatures = parse.parse_old_thermal(thermal)
+            if power:
+                report.psus = parse.parse_old_power(power)
+            if report.fans and report.temperatures and report.psus:
+                report.source = "Thermal+Power"
+                report.warnings = warnings
+                return report
+            report.fans, report.temperatures, report.psus = [], [], []  # incomplete: the new schema decides, as below
         # new schema first (ThermalSubsystem/PowerSubsystem/Sensors), the old one where the new says nothing
         thermal_new = await self.c.get_optional(odata_id(chassis.get("ThermalSubsystem")))
         if thermal_new and (fans_uri := odata_id(thermal_new.get("Fans"))):

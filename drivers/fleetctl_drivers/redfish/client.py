@@ -586,6 +586,11 @@ class RedfishClient:
 
     # ----------------------------------------------------------- collections
 
+    async def offers_expand(self) -> bool:
+        """True when the service root says collections can be read with their members ($expand)."""
+        eq = ((await self.service_root()).get("ProtocolFeaturesSupported") or {}).get("ExpandQuery") or {}
+        return isinstance(eq, dict) and bool(eq.get("NoLinks") or eq.get("ExpandAll"))
+
     async def expand_query(self) -> str:
         """The query that expands a collection's members on this service ("" when not asked or not offered)."""
         if not self.expand_collections:
