@@ -40,8 +40,11 @@ install, on the first look at the host once it is up):
   root/dev/         ``mnc2p<bus>s<n>`` per MN-Core board, ``nvidia<i>`` per GPU
                     (plain files); the fault ``device_missing`` leaves out the
                     last n at the next boot
-  bin/              stand-ins: fake-pkg, gpfn3-smi, nvidia-smi, sysctl, kubeadm
-                    (``fleetctl_lab.host_standins``)
+  bin/              stand-ins: fake-pkg, gpfn3-smi, nvidia-smi, dcgmi, gpu-burn,
+                    mncore-burnin, dmesg, sysctl, kubeadm (``fleetctl_lab.host_standins``)
+  boards.json       the boards and their faults, read by the accelerator
+                    stand-ins at run time (kept across installs)
+  root/opt/mncore_shared_semaphore/  MN-Core board locks (a file per device)
   home/, tmp/       ``HOME``; ``ansible_remote_tmp``
   pkg/installed/    one file per package the fake package tool installed;
   pkg/installs.log  one line per install call
@@ -251,6 +254,23 @@ def gpu_table(spec: LabServerSpec) -> list[tuple[int, str, str]]:
     return [(i, b.model, f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, 'fleetctl-lab-gpu:' + b.serial)}") for i, b in enumerate(gpus)]
 
 
+def board_records(spec: LabServerSpec, faults: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The boards of ``boards.json`` (``host_standins.board_record``), in slot order; ``faults`` by serial, else healthy."""
+    faults = faults or {}
+    mn = sorted((b for b in spec.boards if b.kind == "mncore2"), key=lambda b: b.slot)
+    gpus = sorted((b for b in spec.boards if b.kind == "gpu"), key=lambda b: b.slot)
+    devices = list(zip(mn, mncore_device_names(spec), strict=True))
+    devices += [(b, f"nvidia{i}") for b, (i, _, _) in zip(gpus, gpu_table(spec), strict=True)]
+    uuids = {f"nvidia{i}": u for i, _, u in gpu_table(spec)}
+    out = []
+    for b, device in sorted(devices, key=lambda x: x[0].slot):
+        gen = "".join(c for c in b.pcie_gen if c.isdigit())
+        out.append(standins.board_record(kind=b.kind, device=device, serial=b.serial, model=b.model, pci_address=b.pci_address,
+                                         slot=b.slot, uuid=uuids.get(device, ""), pcie_gen=int(gen or 4), max_lanes=b.max_lanes,
+                                         firmware=b.firmware, fault=faults.get(b.serial, "healthy")))  # fmt: skip
+    return out
+
+
 class HostSandbox:
     """The folder of one lab host (layout in the module docstring)."""
 
@@ -265,6 +285,8 @@ class HostSandbox:
         self.tmp = self.dir / "tmp"
         self.pkg = self.dir / "pkg"
         self.calls_log = self.dir / "calls.log"
+        self.boards_file = self.dir / standins.BOARDS_FILE
+        self.semaphore_dir = self.root / "opt/mncore_shared_semaphore"
         self._synced: tuple[int, int] | None = None  # (install_id, boot_id) the files match
 
     # What the playbooks need to know about this host.
@@ -279,6 +301,10 @@ class HostSandbox:
             "fleetctl_dev_glob": str(self.dev / "mnc2p*"),
             "fleetctl_smi_cmd": str(self.bin / "gpfn3-smi"),
             "fleetctl_nvidia_smi_cmd": str(self.bin / "nvidia-smi"),
+            "fleetctl_dcgmi_cmd": str(self.bin / "dcgmi"),
+            "fleetctl_gpu_burn_cmd": str(self.bin / "gpu-burn"),
+            "fleetctl_mncore_burnin_cmd": str(self.bin / "mncore-burnin"),
+            "fleetctl_mncore_semaphore_dir": str(self.semaphore_dir),
             "fleetctl_sysctl_apply_cmd": [str(self.bin / "sysctl"), "-p"],
             "fleetctl_kubeadm_cmd": str(self.bin / "kubeadm"),
             "fleetctl_mncore_apt_url": (apt / "mncore-packages").as_uri(),
@@ -315,8 +341,17 @@ class HostSandbox:
         self._synced = key
         return True
 
+    def board_faults(self) -> dict[str, str]:
+        """The faults in ``boards.json`` by board serial (empty when there is none yet)."""
+        try:
+            doc = json.loads(self.boards_file.read_text())
+            return {b["serial"]: b["fault"] for b in doc["boards"]}
+        except (OSError, ValueError, KeyError, TypeError):
+            return {}
+
     def _fresh(self) -> None:
-        """A freshly installed OS: the old tree is gone."""
+        """A freshly installed OS: the old tree is gone; the boards keep their faults (they are hardware)."""
+        faults = self.board_faults()
         shutil.rmtree(self.dir, ignore_errors=True)
         for d in (self.root / "etc", self.dev, self.bin, self.home, self.pkg / "installed"):
             d.mkdir(parents=True, exist_ok=True)
@@ -324,8 +359,14 @@ class HostSandbox:
         (self.root / "etc/os-release").write_text('NAME="fleetctl lab OS"\nID=fleetctl-lab\nPRETTY_NAME="fleetctl lab OS"\n')
         (self.root / "etc/hosts").write_text("127.0.0.1 localhost\n")
         standins.write_script(self.bin / "fake-pkg", standins.FAKE_PKG)
-        standins.write_script(self.bin / "gpfn3-smi", standins.gpfn3_smi(self.dev))
-        standins.write_script(self.bin / "nvidia-smi", standins.nvidia_smi(self.dev, gpu_table(self.spec)))
+        standins.write_boards(self.boards_file, self.spec.name, board_records(self.spec, faults))
+        accel = {"boards_file": self.boards_file, "semaphore_dir": self.semaphore_dir, "calls_log": self.calls_log}
+        standins.write_script(self.bin / "gpfn3-smi", standins.gpfn3_smi(self.dev, **accel))
+        standins.write_script(self.bin / "nvidia-smi", standins.nvidia_smi(self.dev, (), **accel))
+        standins.write_script(self.bin / "dcgmi", standins.dcgmi(self.dev, **accel))
+        standins.write_script(self.bin / "gpu-burn", standins.gpu_burn(self.dev, **accel))
+        standins.write_script(self.bin / "mncore-burnin", standins.mncore_burnin(self.dev, **accel))
+        standins.write_script(self.bin / "dmesg", standins.dmesg(self.dev, **accel))
         standins.write_script(self.bin / "sysctl", standins.sysctl(self.calls_log))
         standins.write_script(self.bin / "kubeadm", standins.kubeadm(self.calls_log, self.root))
 
