@@ -16,9 +16,22 @@ The contracts, as the playbooks use them:
 - ``gpfn3-smi list``: one line per board, ``<index>: <device name>``
   (``0: mnc2p27s0``), the format the public MN-Core SDK documentation
   shows, read from the device folder at run time, so a missing device node
-  is a missing board.
+  is a missing board. ``reset <dev>`` / ``clear <dev>`` take an index or a
+  name; ``reset`` breaks a board's lock in the semaphore folder, ``clear``
+  refuses a locked board.
 - ``nvidia-smi -L``: ``GPU <i>: <model> (UUID: GPU-...)`` for each GPU whose
-  ``nvidia<slot-index>`` node is in the device folder.
+  ``nvidia<slot-index>`` node is in the device folder; ``--query-gpu=...
+  --format=csv[,noheader][,nounits]`` and ``-q -x`` shaped like the recorded
+  real outputs.
+- ``dcgmi diag -r 1|2|3|4 -j`` (the older "DCGM GPU Diagnostic" JSON),
+  ``gpu-burn [-d] [-tc] [-i N] [SECONDS]``, ``dmesg`` (Xid lines), and the
+  MN-Core burn-in program ``mncore.yaml`` assumes (``mncore-burnin --device
+  DEV --seconds S``, one result line per board).
+
+The accelerator stand-ins are Python (see "accelerator tools" below): they
+read the host's ``boards.json`` at run time, so a board's fault
+(:data:`BOARD_FAULTS`) can be changed while the host runs. docs/lab.md
+("Accelerator stand-ins and board faults") tables the tools and the faults.
 - ``sysctl ARGS``: appends ``sysctl ARGS`` to a calls log.
 - ``kubeadm join ENDPOINT ...``: appends ``kubeadm join ENDPOINT`` to a calls
   log and writes ``<root>/etc/kubernetes/kubelet.conf``, as a real join
