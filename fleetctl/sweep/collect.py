@@ -35,6 +35,7 @@ class ServerReading:
     session_error: str | None = None
     session_error_type: str | None = None  # Timeout, AuthError, TLSMismatch, BMCError, ...
     elapsed: float = 0.0
+    host: Any = None  # HostReading, with --level host for a server whose OS should answer
 
 
 @dataclass

@@ -332,6 +332,18 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
     total = len(servers) + len(switches)
     done = 0
 
+    # --level host: the hosts whose OS should answer are read first (one SSH session each).
+    hosts: dict[str, Any] = {}
+    if opts.level == "host":
+        from fleetctl.sweep.host import HOST_STATES, read_hosts
+        from fleetctl.workflows.provision.context import load_contexts
+
+        up = [s.name for s in servers if s.state in HOST_STATES]
+        if up:
+            with engine.connect() as c:
+                contexts = load_contexts(c, up)
+            hosts = await read_hosts(contexts, timeout=opts.request_timeout * 2)
+
     def tick(name: str, status: Status) -> None:
         nonlocal done
         done += 1
@@ -340,6 +352,7 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
 
     def server_verdict(name: str, reading: ServerReading, error: str | None) -> None:
         e = sexp[name]
+        reading.host = hosts.get(name)
         found = server_checks.explained(_evaluate("server", name, reading, e, opts.level))
         status = worst(f.status for f in found)
         cursor = {"log_cursor": reading.log_cursor} if reading.log_cursor else server_cursors.get(name)

@@ -18,7 +18,7 @@ from fleetctl.sweep.model import CheckSpec, Problem, Status
 _CHECKS: dict[str, CheckSpec] = {}
 _loaded = False
 
-BUILTIN_MODULES = ("fleetctl.sweep.server_checks", "fleetctl.sweep.switch_checks")
+BUILTIN_MODULES = ("fleetctl.sweep.server_checks", "fleetctl.sweep.switch_checks", "fleetctl.sweep.host_checks")
 
 
 def check(

@@ -304,6 +304,7 @@ class HostSandbox:
             "fleetctl_dcgmi_cmd": str(self.bin / "dcgmi"),
             "fleetctl_gpu_burn_cmd": str(self.bin / "gpu-burn"),
             "fleetctl_mncore_burnin_cmd": str(self.bin / "mncore-burnin"),
+            "fleetctl_dmesg_cmd": str(self.bin / "dmesg"),
             "fleetctl_mncore_semaphore_dir": str(self.semaphore_dir),
             "fleetctl_sysctl_apply_cmd": [str(self.bin / "sysctl"), "-p"],
             "fleetctl_kubeadm_cmd": str(self.bin / "kubeadm"),

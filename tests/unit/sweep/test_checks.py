@@ -258,3 +258,86 @@ def test_parts_of_one_name_are_distinct_findings() -> None:
     r.health.temperatures = [Temperature(name="CPU Temp", reading=t, upper_critical=90) for t in (50, 95, 99)]
     # numbered in the order they are found: the second hot "CPU Temp" is "CPU Temp #2"
     assert found(r) == {("temperature", "CPU Temp", "critical"), ("temperature", "CPU Temp #2", "critical")}
+
+
+# ----------------------------------------------------------------- host level
+
+
+def host_found(host, board_kind: str = "gpu", count: int = 2) -> set[tuple[str, str, str]]:  # type: ignore[no-untyped-def]
+    r = healthy()
+    r.host = host
+    e = expect(board_kind=board_kind, board_count=count, boards=[])
+    fs = [f for f in _evaluate("server", "srv", r, e, "host") if f.check.startswith(("host.", "gpu.", "accel.host"))]
+    return {(f.check, f.subject, f.status.value) for f in fs}
+
+
+def gpu(i: int, **kw):  # type: ignore[no-untyped-def]
+    from fleetctl_drivers.accel.nvidia import GpuQuery
+
+    base = dict(line=i + 2, index=i, serial=f"S{i}", temperature_gpu_c=40, ecc_uncorrected_volatile_total=0, retired_pages_double_bit=0,
+                retired_pages_pending=False, pcie_link_gen_current=5, pcie_link_gen_max=5, pcie_link_width_current=16,
+                pcie_link_width_max=16)  # fmt: skip
+    base.update(kw)
+    return GpuQuery(**base)  # type: ignore[arg-type]
+
+
+def test_a_healthy_host_has_no_host_finding_and_bmc_level_runs_no_host_check() -> None:
+    from fleetctl.sweep.host import HostReading
+
+    assert host_found(HostReading(gpus=[gpu(0), gpu(1)], xids=[])) == set()
+    r = healthy()
+    r.host = HostReading(error="srv: ssh: refused")
+    assert not [f for f in _evaluate("server", "srv", r, expect(), "bmc") if f.check.startswith("host.")]
+
+
+@pytest.mark.parametrize("host,want", [
+    ("unreachable", {("host.reachable", "", "critical")}),
+    ("missing", {("accel.host_boards", "nvidia-smi", "critical")}),
+    ("retired", {("gpu.memory", "GPU 0", "critical")}),
+    ("ecc", {("gpu.memory", "GPU 0", "critical")}),
+    ("pending", {("gpu.memory", "GPU 0", "warning")}),
+    ("hot", {("gpu.temperature", "GPU 1", "warning")}),
+    ("link", {("gpu.pcie", "GPU 1", "warning")}),
+    ("xid79", {("gpu.xid", "0000:3b:00", "critical")}),
+    ("xid13", {("gpu.xid", "0000:3b:00", "warning")}),
+    ("unparsable", {("host.reachable", "nvidia-smi", "unknown")}),
+])  # fmt: skip
+def test_each_host_fault_gives_its_finding(host: str, want: set[tuple[str, str, str]]) -> None:
+    from fleetctl_drivers.accel.nvidia import XidEvent
+
+    from fleetctl.sweep.host import HostReading
+
+    g = [gpu(0), gpu(1)]
+    xids: list[XidEvent] = []
+    h = HostReading(gpus=g, xids=xids)
+    if host == "unreachable":
+        h = HostReading(error="srv: ssh root@h:22: Connection refused")
+    elif host == "missing":
+        h.gpus = g[:1]
+    elif host == "retired":
+        h.gpus = [gpu(0, retired_pages_double_bit=64), g[1]]
+    elif host == "ecc":
+        h.gpus = [gpu(0, ecc_uncorrected_volatile_total=3), g[1]]
+    elif host == "pending":
+        h.gpus = [gpu(0, retired_pages_pending=True), g[1]]
+    elif host == "hot":
+        h.gpus = [g[0], gpu(1, temperature_gpu_c=92)]
+    elif host == "link":
+        h.gpus = [g[0], gpu(1, pcie_link_gen_current=3, pcie_link_width_current=8)]
+    elif host.startswith("xid"):
+        h.xids = [XidEvent(line=1, pci="0000:3b:00", xid=int(host[3:]), message="GPU has fallen off the bus.")]
+    elif host == "unparsable":
+        h.gpus, h.errors = None, {"nvidia-smi": "srv: nvidia-smi --query-gpu: line 2: 3 fields, the header has 11"}
+    assert host_found(h) == want
+
+
+def test_mncore_boards_missing_on_the_host() -> None:
+    from fleetctl_drivers.accel.mncore import parse_gpfn3_list
+
+    from fleetctl.sweep.host import HostReading
+
+    listed = parse_gpfn3_list("0: mnc2p27s0\n1: mnc2p43s0\n2: mnc2p59s0\n")
+    h = HostReading(mncore=listed, device_nodes=["/dev/mnc2p27s0", "/dev/mnc2p43s0", "/dev/mnc2p59s0"])
+    want = {("accel.host_boards", "gpfn3-smi", "critical"), ("accel.host_boards", "device nodes", "critical")}
+    assert host_found(h, "mncore2", 4) == want
+    assert host_found(h, "mncore2", 3) == set()

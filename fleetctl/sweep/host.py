@@ -1,0 +1,120 @@
+"""`sweep --level host`: what only the host sees, read over SSH through the accelerator parsers.
+
+For each server whose OS should answer (ready, in service, in maintenance),
+one SSH session runs the accelerator tools the inventory's host variables
+name (``fleetctl_smi_cmd``, ``fleetctl_nvidia_smi_cmd``,
+``fleetctl_dev_glob``, ``fleetctl_dmesg_cmd``; the playbooks read the same
+ones) and the driver package's parsers read their output:
+
+- MN-Core 2: ``gpfn3-smi list`` (boards by device name) and the device
+  nodes present;
+- GPUs: ``nvidia-smi --query-gpu`` (temperature, ECC, retired pages, PCIe
+  link now and at most) and the kernel's Xid lines.
+
+A host that does not answer, or a tool whose output cannot be read, is that
+part's finding; nothing here raises for one host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Lifecycle states in which the installed OS should answer over SSH.
+HOST_STATES = frozenset({"ready", "in-service", "maintenance"})
+
+#: What ``nvidia-smi --query-gpu`` is asked for.
+GPU_FIELDS = ("index", "serial", "pci.bus_id", "temperature.gpu", "ecc.errors.uncorrected.volatile.total",
+              "retired_pages.double_bit.count", "retired_pages.pending", "pcie.link.gen.current", "pcie.link.gen.max",
+              "pcie.link.width.current", "pcie.link.width.max")  # fmt: skip
+
+
+@dataclass
+class HostReading:
+    """What the host said; a part is None when it could not be read (``errors`` says why)."""
+
+    error: str | None = None  # the host did not answer (no part read)
+    mncore: list[Any] | None = None  # MnCoreDevice from gpfn3-smi list
+    device_nodes: list[str] | None = None
+    gpus: list[Any] | None = None  # GpuQuery
+    xids: list[Any] | None = None  # XidEvent
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+async def _run(conn: Any, argv: list[str], timeout: float) -> str:
+    done = await asyncio.wait_for(conn.run(" ".join(shlex.quote(a) for a in argv), check=False), timeout)
+    if done.exit_status != 0:
+        err = (str(done.stderr or "") or str(done.stdout or "")).strip().splitlines()
+        raise RuntimeError(f"`{argv[0]}` exited {done.exit_status}" + (f": {err[-1][:200]}" if err else ""))
+    return str(done.stdout or "")
+
+
+async def read_host(name: str, ep: dict[str, Any], hostvars: dict[str, Any], board_kind: str | None, *,
+                    timeout: float = 20.0) -> HostReading:  # fmt: skip
+    """One SSH session to the host; each tool on its own (one that fails is that part's error)."""
+    import asyncssh
+
+    r = HostReading()
+    keys = [ep["key_file"]] if ep.get("key_file") else None
+    kh = ep.get("known_hosts") if ep.get("strict") else None
+    try:
+        conn = await asyncio.wait_for(asyncssh.connect(ep["host"], port=ep["port"], username=ep["user"], client_keys=keys,
+                                                       known_hosts=kh, agent_path=None, connect_timeout=timeout), timeout)  # fmt: skip
+    except (TimeoutError, OSError, asyncssh.Error) as e:
+        r.error = f"{name}: ssh {ep['user']}@{ep['host']}:{ep['port']}: {e or type(e).__name__}"
+        return r
+
+    async def part(label: str, coro: Any) -> Any:
+        try:
+            return await coro
+        except Exception as e:  # noqa: BLE001 - a tool that fails or prints what its parser refuses is that part's finding
+            r.errors[label] = f"{name}: {e}"
+            return None
+
+    from fleetctl_drivers.accel.mncore import parse_gpfn3_list
+    from fleetctl_drivers.accel.nvidia import parse_query_gpu_csv, parse_xid
+
+    async with conn:
+        if board_kind in ("mncore2", "mncore"):
+            smi = str(hostvars.get("fleetctl_smi_cmd") or "gpfn3-smi")
+            glob = str(hostvars.get("fleetctl_dev_glob") or "/dev/mnc2p*")
+
+            async def nodes() -> list[str]:
+                out = await _run(conn, ["sh", "-c", f'for f in {glob}; do [ -e "$f" ] && echo "$f"; done; true'], timeout)
+                return [ln for ln in out.splitlines() if ln.strip()]
+
+            async def smi_list() -> list[Any]:
+                return parse_gpfn3_list(await _run(conn, [smi, "list"], timeout))
+
+            r.mncore, r.device_nodes = await asyncio.gather(part("gpfn3-smi", smi_list()), part("device nodes", nodes()))
+        if board_kind == "gpu":
+            nvsmi = str(hostvars.get("fleetctl_nvidia_smi_cmd") or "nvidia-smi")
+            dmesg = str(hostvars.get("fleetctl_dmesg_cmd") or "dmesg")
+
+            async def gpus() -> list[Any]:
+                return parse_query_gpu_csv(await _run(conn, [nvsmi, f"--query-gpu={','.join(GPU_FIELDS)}", "--format=csv"], timeout))
+
+            async def xids() -> list[Any]:
+                return parse_xid(await _run(conn, [dmesg], timeout))
+
+            r.gpus, r.xids = await asyncio.gather(part("nvidia-smi", gpus()), part("dmesg", xids()))
+    return r
+
+
+async def read_hosts(contexts: dict[str, Any], *, concurrency: int = 50, timeout: float = 20.0) -> dict[str, HostReading]:
+    """Every host of ``contexts`` (provision's ServerCtx by name), at most ``concurrency`` at once."""
+    from fleetctl.workflows.provision.context import host_endpoint
+
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(name: str, ctx: Any) -> tuple[str, HostReading]:
+        async with gate:
+            try:
+                return name, await asyncio.wait_for(read_host(name, host_endpoint(ctx), ctx.hostvars, ctx.board_kind,
+                                                              timeout=timeout), timeout * 3)  # fmt: skip
+            except TimeoutError:
+                return name, HostReading(error=f"{name}: the host did not finish within {timeout * 3:g} s")
+
+    return dict(await asyncio.gather(*(one(n, c) for n, c in contexts.items())))
