@@ -23,7 +23,6 @@ def _runs() -> int:
     (["sweep", "nosuch"], "no server, switch, rack or site named 'nosuch'"),
     (["sweep", "bogus=1"], "unknown selector 'bogus'"),
     (["sweep", "role="], "role= needs a value"),
-    (["sweep", "all", "--level", "host"], "--level"),
     (["sweep", "all", "--level", "rack"], "--level 'rack'"),
     (["sweep", "all", "--textfile", "/nonexistent/dir"], "not a directory"),
     (["sweep", "show", "latest~x"], "bad run"),
