@@ -58,7 +58,6 @@ async def run_many(
     targets = list(targets)
     total = len(targets)
     results: list[TargetResult | None] = [None] * total
-    gate = asyncio.Semaphore(max(1, concurrency))
     done = 0
     own = fleet is None
     fleet = fleet or FleetSession()
@@ -66,35 +65,42 @@ async def run_many(
 
     async def one(i: int, target: BMCTarget) -> None:
         nonlocal done
-        async with gate:
-            t0 = time.perf_counter()
-            driver = driver_cls(target, fleet=fleet, **driver_kwargs)
-            result = TargetResult(target=target.name, ok=False)
-            try:
-                coro = _run_one(driver, operation)
-                value = await (asyncio.wait_for(coro, per_target_timeout) if per_target_timeout else coro)
-                result.ok, result.value = True, value
-            except TimeoutError as e:
-                if per_target_timeout is None:  # not our bound: something inside timed out
-                    result.failed(e)
-                else:
-                    result.error = f"{target.name}: no result within {per_target_timeout:g} s"
-                    result.error_type = "Timeout"
-            except Exception as e:  # noqa: BLE001 - one BMC's failure, or a bug, is recorded; the sweep goes on
+        t0 = time.perf_counter()
+        driver = driver_cls(target, fleet=fleet, **driver_kwargs)
+        result = TargetResult(target=target.name, ok=False)
+        try:
+            coro = _run_one(driver, operation)
+            value = await (asyncio.wait_for(coro, per_target_timeout) if per_target_timeout else coro)
+            result.ok, result.value = True, value
+        except TimeoutError as e:
+            if per_target_timeout is None:  # not our bound: something inside timed out
                 result.failed(e)
-            result.elapsed = time.perf_counter() - t0
-            result.vendor = driver.vendor
-            if driver.fingerprint_first_seen:
-                result.fingerprint = driver.fingerprint
-            results[i] = result
-            done += 1
-            if progress is not None:
-                r = progress(done, total, result)
-                if asyncio.iscoroutine(r):
-                    await r
+            else:
+                result.error = f"{target.name}: no result within {per_target_timeout:g} s"
+                result.error_type = "Timeout"
+        except Exception as e:  # noqa: BLE001 - one BMC's failure, or a bug, is recorded; the sweep goes on
+            result.failed(e)
+        result.elapsed = time.perf_counter() - t0
+        result.vendor = driver.vendor
+        if driver.fingerprint_first_seen:
+            result.fingerprint = driver.fingerprint
+        results[i] = result
+        done += 1
+        if progress is not None:
+            r = progress(done, total, result)
+            if asyncio.iscoroutine(r):
+                await r
+
+    # ``concurrency`` workers take the BMCs in order, rather than a task per BMC waiting on a
+    # semaphore: 10,000 parked tasks cost memory and scheduling for nothing.
+    pending = iter(enumerate(targets))
+
+    async def worker() -> None:
+        for i, t in pending:  # one shared iterator: each BMC is taken by one worker
+            await one(i, t)
 
     try:
-        await asyncio.gather(*(one(i, t) for i, t in enumerate(targets)))
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, total)))))
     finally:
         if own:
             await fleet.close()
