@@ -27,8 +27,8 @@ HOST_STATES = frozenset({"ready", "in-service", "maintenance"})
 
 #: What ``nvidia-smi --query-gpu`` is asked for.
 GPU_FIELDS = ("index", "serial", "pci.bus_id", "temperature.gpu", "ecc.errors.uncorrected.volatile.total",
-              "retired_pages.double_bit.count", "retired_pages.pending", "pcie.link.gen.current", "pcie.link.gen.max",
-              "pcie.link.width.current", "pcie.link.width.max")  # fmt: skip
+              "retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count", "retired_pages.pending",
+              "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max")  # fmt: skip
 
 
 @dataclass

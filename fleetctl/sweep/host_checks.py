@@ -60,11 +60,11 @@ def gpu_memory(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """No uncorrected ECC error; fewer than 63 retired pages; none pending retirement."""
     h = r.host
     for g in (h.gpus or []) if h else []:
-        ev = {"serial": g.serial, "ecc_uncorrected": g.ecc_uncorrected_volatile_total, "retired_double_bit": g.retired_pages_double_bit,
-              "retired_pending": g.retired_pages_pending}  # fmt: skip
-        if (g.retired_pages_double_bit or 0) >= RETIRED_PAGES_FAIL:
-            yield problem(C, f"{_gpu(g)} ({g.serial}): {g.retired_pages_double_bit} retired pages (fails at {RETIRED_PAGES_FAIL})",
-                          _gpu(g), **ev)  # fmt: skip
+        retired = (g.retired_pages_single_bit or 0) + (g.retired_pages_double_bit or 0)
+        ev = {"serial": g.serial, "ecc_uncorrected": g.ecc_uncorrected_volatile_total, "retired": retired,
+              "retired_double_bit": g.retired_pages_double_bit, "retired_pending": g.retired_pages_pending}  # fmt: skip
+        if retired >= RETIRED_PAGES_FAIL:
+            yield problem(C, f"{_gpu(g)} ({g.serial}): {retired} retired pages (fails at {RETIRED_PAGES_FAIL})", _gpu(g), **ev)
         elif g.ecc_uncorrected_volatile_total:
             yield problem(C, f"{_gpu(g)} ({g.serial}): {g.ecc_uncorrected_volatile_total} uncorrected ECC errors", _gpu(g), **ev)
         elif g.retired_pages_pending:

@@ -274,7 +274,8 @@ def host_found(host, board_kind: str = "gpu", count: int = 2) -> set[tuple[str, 
 def gpu(i: int, **kw):  # type: ignore[no-untyped-def]
     from fleetctl_drivers.accel.nvidia import GpuQuery
 
-    base = dict(line=i + 2, index=i, serial=f"S{i}", temperature_gpu_c=40, ecc_uncorrected_volatile_total=0, retired_pages_double_bit=0,
+    base = dict(line=i + 2, index=i, serial=f"S{i}", temperature_gpu_c=40, ecc_uncorrected_volatile_total=0, retired_pages_single_bit=0,
+                retired_pages_double_bit=0,
                 retired_pages_pending=False, pcie_link_gen_current=5, pcie_link_gen_max=5, pcie_link_width_current=16,
                 pcie_link_width_max=16)  # fmt: skip
     base.update(kw)
@@ -315,7 +316,7 @@ def test_each_host_fault_gives_its_finding(host: str, want: set[tuple[str, str, 
     elif host == "missing":
         h.gpus = g[:1]
     elif host == "retired":
-        h.gpus = [gpu(0, retired_pages_double_bit=64), g[1]]
+        h.gpus = [gpu(0, retired_pages_single_bit=60, retired_pages_double_bit=4), g[1]]
     elif host == "ecc":
         h.gpus = [gpu(0, ecc_uncorrected_volatile_total=3), g[1]]
     elif host == "pending":
