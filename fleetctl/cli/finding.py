@@ -17,11 +17,11 @@ FindingArg = Annotated[str, typer.Argument(metavar="FINDING", help="A finding id
 def parse_until(text: str) -> dt.datetime:
     """``2026-12-24``, ``2026-12-24T08:00``, or a duration ``7d``, ``12h``, ``30m`` from now."""
     from fleetctl.errors import InputError
+    from fleetctl.sweep.times import duration, span
 
-    units = {"d": "days", "h": "hours", "m": "minutes", "w": "weeks"}
     t = text.strip()
-    if t[:-1].isdigit() and t[-1:] in units:
-        return dt.datetime.now(dt.UTC) + dt.timedelta(**{units[t[-1]]: int(t[:-1])})
+    if d := duration(t):
+        return dt.datetime.now(dt.UTC) + span(*d)
     try:
         v = dt.datetime.fromisoformat(t)
     except ValueError:

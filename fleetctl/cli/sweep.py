@@ -71,15 +71,11 @@ def resolve_both(conn: Any, targets: list[str]) -> tuple[list[Any], list[Any]]:
 
 
 def _when(v: Any) -> str:
-    import datetime as dt
+    """A stored timestamp in the operator's time zone."""
+    from fleetctl.sweep.times import aware_utc
 
-    if v is None:
-        return ""
-    if isinstance(v, str):
-        v = dt.datetime.fromisoformat(v)
-    if v.tzinfo is None:
-        v = v.replace(tzinfo=dt.UTC)
-    return v.astimezone().strftime("%Y-%m-%d %H:%M")
+    t = aware_utc(v)
+    return t.astimezone().strftime("%Y-%m-%d %H:%M") if t else ""
 
 
 def _finding_rows(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:

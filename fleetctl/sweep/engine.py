@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select, update
 
 from fleetctl.sweep.model import Finding, Status, worst
+from fleetctl.sweep.times import aware_utc
 
 #: Targets buffered before a write (a write is one transaction).
 FLUSH_EVERY = 500
@@ -160,6 +161,10 @@ class _Recorder:
         T = self.T
         now = self.now
         targets, findings, states, cursors = [], [], [], []
+        # The open problems of each target of the batch (a scan of all of them per target costs batch x open).
+        open_by_target: dict[str, list[tuple[Key, Any]]] = {}
+        for key, before in open_now.items():
+            open_by_target.setdefault(key[1], []).append((key, before))
         for v, cursor in batch:
             self.counts[v.status.value] += 1
             targets.append({"run_id": self.run_id, "kind": v.kind, "name": v.name, "site": v.site, "rack": v.rack,
@@ -184,8 +189,8 @@ class _Recorder:
                 summary["evidence"] = row["evidence"]
                 self.findings.append(summary)
                 (self.new if is_new else self.persisting).append(summary)
-            for key, before in open_now.items():
-                if key[1] == v.name and key not in keys:
+            for key, before in open_by_target.get(v.name, []):
+                if key not in keys:
                     self.resolved.append({"kind": key[0], "target": key[1], "check": key[2], "subject": key[3],
                                           "status": before.status, "message": before.message, "first_seen": before.first_seen})  # fmt: skip
                     self._end_ack(c, key, "resolved")
@@ -199,7 +204,8 @@ class _Recorder:
         a = self.acks.get(f.key)
         if a is None:
             return None
-        if a.until is not None and _aware(a.until) <= self.now:
+        until = aware_utc(a.until)
+        if until is not None and until <= self.now:
             self._end_ack(c, f.key, "expired")
             return None
         if a.status != f.status.value:
@@ -211,10 +217,6 @@ class _Recorder:
         a = self.acks.pop(key, None)
         if a is not None:
             c.execute(update(self.T.finding_ack).where(self.T.finding_ack.c.id == a.id).values(ended_at=self.now, ended_why=why))
-
-
-def _aware(t: dt.datetime) -> dt.datetime:
-    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
 def _chunks(items: list[str], n: int = 500) -> list[list[str]]:

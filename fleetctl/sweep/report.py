@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
-import re
 import tempfile
 from dataclasses import dataclass, field
 from html import escape
@@ -30,6 +29,7 @@ from sqlalchemy import select
 from fleetctl.errors import InputError, NotFound
 from fleetctl.store import tables as T
 from fleetctl.sweep import history
+from fleetctl.sweep.times import aware_utc, duration, span
 
 STATUSES = ("critical", "unknown", "warning", "ok")
 RANK = {"critical": 0, "unknown": 1, "warning": 2, "ok": 3}
@@ -37,8 +37,6 @@ COLOURS = {"critical": "#d62728", "unknown": "#9467bd", "warning": "#f0a500", "o
 UNIT_PX = 14  # one rack unit in the elevation
 DEFAULT_DAYS = 30  # the per-day plot's window without --since
 
-_DURATION = re.compile(r"^(\d+)\s*([hdw])$")
-_UNITS = {"h": dt.timedelta(hours=1), "d": dt.timedelta(days=1), "w": dt.timedelta(weeks=1)}
 
 
 def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
@@ -54,12 +52,12 @@ def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
         return midnight.astimezone(dt.UTC)
     if t == "yesterday":
         return (midnight - dt.timedelta(days=1)).astimezone(dt.UTC)
-    m = _DURATION.match(t)
-    if m:
-        n = int(m.group(1))
+    d = duration(t, units="hdw")
+    if d:
+        n, unit = d
         if n == 0:
-            raise InputError(f"{text!r}: a duration must be at least 1{m.group(2)}", field="--since")
-        return now - n * _UNITS[m.group(2)]
+            raise InputError(f"{text!r}: a duration must be at least 1{unit}", field="--since")
+        return now - span(n, unit)
     try:
         day = dt.date.fromisoformat(t)
     except ValueError:
@@ -71,13 +69,7 @@ def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
     return since
 
 
-def _utc(v: Any) -> dt.datetime | None:
-    """A stored timestamp as an aware UTC datetime (SQLite hands them back naive, in UTC)."""
-    if v is None:
-        return None
-    if isinstance(v, str):
-        v = dt.datetime.fromisoformat(v)
-    return v.replace(tzinfo=dt.UTC) if v.tzinfo is None else v.astimezone(dt.UTC)
+_utc = aware_utc
 
 
 def _when(v: Any) -> str:
