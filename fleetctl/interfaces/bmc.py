@@ -200,6 +200,19 @@ class FirmwareComponent(_Model):
     updateable: bool | None = None
     software_id: str | None = None
     health: str | None = None
+    uri: str | None = Field(None, description="the FirmwareInventory member's @odata.id: what Redfish Targets names")
+
+
+class UpdateServiceInfo(_Model):
+    """How a BMC takes firmware: pull (SimpleUpdate), push (multipart upload), and when it applies it."""
+
+    simple_update: bool = False
+    transfer_protocols: list[str] = Field(default_factory=list, description="SimpleUpdate's TransferProtocol allowable values")
+    simple_update_apply_times: list[str] = Field(
+        default_factory=list, description="SimpleUpdate's @Redfish.OperationApplyTimeSupport SupportedValues (Immediate, OnReset)"
+    )
+    multipart_push_uri: str | None = None
+    push_apply_times: list[str] = Field(default_factory=list, description="HttpPushUriOptions' ApplyTime allowable values")
 
 
 class HealthItem(_Model):
@@ -391,6 +404,39 @@ class FirmwareInterface(abc.ABC):
         timeout: float = 3600.0,
     ) -> TaskResult:
         """SimpleUpdate from ``image_uri``, following the task to its end."""
+
+    @abc.abstractmethod
+    async def update_service_info(self) -> UpdateServiceInfo:
+        """What the UpdateService offers: SimpleUpdate, a multipart push URI, the apply times of each."""
+
+    @abc.abstractmethod
+    async def start_simple_update(
+        self, image_uri: str, *, targets: Sequence[str] | None = None, apply_time: str | None = None
+    ) -> str | None:
+        """POST SimpleUpdate and return the task monitor's URI (None: the BMC finished at once).
+
+        The caller journals the URI before it follows the task, so a process
+        killed meanwhile can find the task again instead of flashing twice.
+        """
+
+    @abc.abstractmethod
+    async def start_push(
+        self, image: bytes, filename: str, *, targets: Sequence[str] | None = None, apply_time: str | None = None
+    ) -> str | None:
+        """Upload ``image`` to the MultipartHttpPushUri (UpdateParameters + UpdateFile); the task monitor's URI.
+
+        Sent once: an upload that may have reached the BMC is never repeated here.
+        """
+
+    @abc.abstractmethod
+    async def follow_task(self, task_uri: str | None, *, progress: ProgressCallback | None = None,
+                          timeout: float = 3600.0) -> TaskResult:  # fmt: skip
+        """Follow a task (its monitor or its resource) to its end; ``None``: a request that finished at once.
+
+        Raises:
+            BMCError: the task ended in Exception/Killed/Cancelled (its messages in the text).
+            Timeout: still running after ``timeout`` seconds.
+        """
 
     @abc.abstractmethod
     async def running_updates(self) -> list[TaskResult]:

@@ -8,11 +8,13 @@ intent into Redfish requests; parsing lives in :mod:`.parse`.
 from __future__ import annotations
 
 import asyncio
+import json
+import secrets
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fleetctl.errors import DriverError, Timeout
+from fleetctl.errors import BMCError, DriverError, Timeout
 from fleetctl.interfaces.bmc import (
     BiosInterface,
     BootDevice,
@@ -34,10 +36,11 @@ from fleetctl.interfaces.bmc import (
     ProgressCallback,
     SystemFacts,
     TaskResult,
+    UpdateServiceInfo,
 )
 
 from . import parse
-from .client import TASK_DONE_STATES, RedfishClient, RedfishError, odata_id
+from .client import TASK_DONE_STATES, RedfishClient, RedfishError, Response, _Retryable, odata_id
 
 if TYPE_CHECKING:
     from .driver import RedfishDriver
@@ -379,7 +382,105 @@ class RedfishFirmware(_Capability, FirmwareInterface):
             raise self._fail(f"firmware inventory is not supported by this BMC ({coll} not found)")
         if not items and errors:
             raise self._fail(f"firmware inventory unreadable: {errors[0]}")
-        return [parse.parse_firmware(i) for i in items]
+        # The member's URI is what Redfish ``Targets`` names (to flash exactly that component).
+        return [parse.parse_firmware(i).model_copy(update={"uri": odata_id(i)}) for i in items]
+
+    async def update_service_info(self) -> UpdateServiceInfo:
+        us = await self._update_service()
+        action = (us.get("Actions") or {}).get("#UpdateService.SimpleUpdate") or {}
+        support = action.get("@Redfish.OperationApplyTimeSupport") or {}
+        push_opts = ((us.get("HttpPushUriOptions") or {}).get("HttpPushUriApplyTime") or {})
+        push_times = push_opts.get("ApplyTime@Redfish.AllowableValues") or ([push_opts["ApplyTime"]] if push_opts.get("ApplyTime") else [])
+        return UpdateServiceInfo(
+            simple_update=bool(action.get("target")),
+            transfer_protocols=[str(p) for p in action.get("TransferProtocol@Redfish.AllowableValues") or []],
+            simple_update_apply_times=[str(v) for v in support.get("SupportedValues") or []],
+            multipart_push_uri=us.get("MultipartHttpPushUri") or None,
+            push_apply_times=[str(v) for v in push_times],
+        )
+
+    async def start_simple_update(
+        self, image_uri: str, *, targets: Sequence[str] | None = None, apply_time: str | None = None
+    ) -> str | None:
+        us = await self._update_service()
+        action = (us.get("Actions") or {}).get("#UpdateService.SimpleUpdate")
+        if not action or not action.get("target"):
+            raise self._fail("SimpleUpdate is not supported by this BMC")
+        body: dict[str, Any] = {"ImageURI": image_uri}
+        if targets:
+            body["Targets"] = list(targets)
+        if apply_time:
+            body["@Redfish.OperationApplyTime"] = apply_time
+        q = await self.d.quirks()
+        if (q.update_needs_transfer_protocol or "TransferProtocol@Redfish.AllowableValues" in action) and "://" in image_uri:
+            body["TransferProtocol"] = image_uri.split("://", 1)[0].upper()
+        # An action: the client does not repeat it after a timeout (it may have reached the BMC).
+        resp = await self.c.post(action["target"], body)
+        return _task_monitor(resp)
+
+    async def start_push(
+        self, image: bytes, filename: str, *, targets: Sequence[str] | None = None, apply_time: str | None = None
+    ) -> str | None:
+        us = await self._update_service()
+        uri = us.get("MultipartHttpPushUri")
+        if not uri:
+            raise self._fail("this BMC offers no MultipartHttpPushUri (multipart firmware push)")
+        params: dict[str, Any] = {"Targets": list(targets or [])}
+        if apply_time:
+            params["@Redfish.OperationApplyTime"] = apply_time
+        boundary = "fleetctl-" + secrets.token_hex(12)
+        safe_name = filename.replace('"', "").replace("\r", "").replace("\n", "")
+        body = b"".join([
+            f'--{boundary}\r\nContent-Disposition: form-data; name="UpdateParameters"\r\n'
+            "Content-Type: application/json\r\n\r\n".encode(), json.dumps(params).encode(), b"\r\n",
+            f'--{boundary}\r\nContent-Disposition: form-data; name="UpdateFile"; filename="{safe_name}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n".encode(), image, b"\r\n",
+            f"--{boundary}--\r\n".encode(),
+        ])  # fmt: skip
+        resp = await self._post_raw(uri, body, f"multipart/form-data; boundary={boundary}")
+        return _task_monitor(resp)
+
+    async def _post_raw(self, uri: str, data: bytes, content_type: str) -> Response:
+        """POST a non-JSON body, once.
+
+        NOTE: the client's ``_request`` only sends JSON; this reuses its
+        transport, auth and error decoding for the one multipart request
+        fleetctl makes. Never retried on a dropped connection or a timeout:
+        the image may have reached the BMC, and a flash is not repeated
+        without first reading what the BMC did. A 401 (the session expired)
+        was refused before anything happened, so it logs in again once.
+        """
+        c = self.c
+        path = c._path(uri)
+        for attempt in (1, 2):
+            hdrs = {"Accept": "application/json", "OData-Version": "4.0", "Content-Type": content_type}
+            if c._token:
+                hdrs["X-Auth-Token"] = c._token
+            elif c._basic:
+                hdrs["Authorization"] = c._basic
+            try:
+                status, rhdrs, raw = await c._send("POST", c.base + path, hdrs, data)
+            except _Retryable as e:
+                raise e.error from e.__cause__
+            body = None
+            if raw:
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+            if status == 401 and attempt == 1 and c.auth_mode == "session":
+                await c._relogin(hdrs.get("X-Auth-Token"))
+                continue
+            if status >= 400:
+                raise c._http_error("POST", path, status, body, authenticated=True)
+            return Response(status, rhdrs, body)
+        raise self._fail(f"POST {path}: not authorised after logging in again")
+
+    async def follow_task(self, task_uri: str | None, *, progress: ProgressCallback | None = None,
+                          timeout: float = 3600.0) -> TaskResult:  # fmt: skip
+        if not task_uri:
+            return TaskResult(state="Completed", messages=[])
+        return await self.c.follow_task(Response(202, {"Location": task_uri}, None), progress=progress, timeout=timeout)
 
     async def simple_update(
         self,
@@ -421,6 +522,19 @@ class RedfishFirmware(_Capability, FirmwareInterface):
                 msgs = [m.get("Message") or m.get("MessageId", "") for m in t.get("Messages") or [] if isinstance(m, dict)]
                 out.append(TaskResult(state=state, percent=t.get("PercentComplete"), messages=msgs, task_uri=t.get("@odata.id")))
         return out
+
+
+def _task_monitor(resp: Response) -> str | None:
+    """Where to follow an accepted update: the Location header, else the task in the body; None: done at once."""
+    loc = resp.headers.get("Location") if resp.headers is not None else None
+    body = resp.body if isinstance(resp.body, dict) else {}
+    if loc:
+        return str(loc)
+    if body.get("TaskState") and body.get("@odata.id"):
+        return str(body["@odata.id"])
+    if resp.status == 202:
+        raise BMCError("the BMC accepted the update (202) but named no task monitor")
+    return None
 
 
 # ------------------------------------------------------------------ inventory
