@@ -9,6 +9,7 @@ flavour table.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -872,9 +873,13 @@ def session_doc(s: Any) -> dict[str, Any]:
     }
 
 
+PUSH_URI = f"{R}/UpdateService/upload"  # bmcweb's MultipartHttpPushUri is /redfish/v1/UpdateService/update
+APPLY_TIMES = ["Immediate", "OnReset"]
+
+
 def update_service(bmc: SimBMC) -> dict[str, Any]:
     p = f"{R}/UpdateService"
-    return {
+    doc: dict[str, Any] = {
         "@odata.id": p,
         "@odata.type": "#UpdateService.v1_11_0.UpdateService",
         "Id": "UpdateService",
@@ -882,13 +887,23 @@ def update_service(bmc: SimBMC) -> dict[str, Any]:
         "ServiceEnabled": True,
         "FirmwareInventory": _ref(f"{p}/FirmwareInventory"),
         "Status": {"State": "Enabled", "Health": "OK"},
+        "MultipartHttpPushUri": PUSH_URI,
+        "HttpPushUriOptions": {"HttpPushUriApplyTime": {"ApplyTime": "Immediate", "ApplyTime@Redfish.AllowableValues": APPLY_TIMES}},
         "Actions": {
             "#UpdateService.SimpleUpdate": {
                 "target": f"{p}/Actions/UpdateService.SimpleUpdate",
                 "TransferProtocol@Redfish.AllowableValues": ["HTTP", "HTTPS"],
+                "@Redfish.OperationApplyTimeSupport": {
+                    "@odata.type": "#Settings.v1_3_5.OperationApplyTimeSupport",
+                    "SupportedValues": APPLY_TIMES,
+                },
             }
         },
     }
+    if bmc.faults.get("push_only"):
+        # A BMC that cannot pull an image (no SimpleUpdate): it takes an upload only.
+        doc["Actions"] = {}
+    return doc
 
 
 def firmware_inventory(bmc: SimBMC) -> dict[str, Any]:
@@ -926,8 +941,8 @@ def task_doc(bmc: SimBMC, t: Any) -> dict[str, Any]:
         "StartTime": iso(t.start),
         "TaskMonitor": f"{p}/Monitor",
         "Messages": list(t.messages),
-        "Payload": {"TargetUri": f"{R}/UpdateService/Actions/UpdateService.SimpleUpdate", "HttpOperation": "POST",
-                    "JsonBody": f'{{"ImageURI": "{t.image}"}}'},
+        "Payload": {"TargetUri": PUSH_URI if t.via == "MultipartHttpPushUri" else f"{R}/UpdateService/Actions/UpdateService.SimpleUpdate",
+                    "HttpOperation": "POST", "JsonBody": f'{{"ImageURI": "{t.image}", "@Redfish.OperationApplyTime": "{t.apply_time}"}}'},
     }
     if t.done_at:
         d["EndTime"] = iso(t.done_at)
@@ -1155,7 +1170,28 @@ def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
                 targets = b.get("Targets") or []
                 if not isinstance(targets, list):
                     return err(bmc, 400, "Base.1.18.ActionParameterValueTypeError", "Targets must be an array.", ["Targets"])
-                task = bmc.simple_update(image, [str(t) for t in targets])
+                if bmc.faults.get("push_only"):
+                    return err(bmc, 404, "Base.1.18.ResourceNotFound", "SimpleUpdate is not offered by this service.")
+                apply_time = b.get("@Redfish.OperationApplyTime", "Immediate")
+                task = bmc.simple_update(image, [str(t) for t in targets], apply_time=str(apply_time))
+                mon = f"{R}/TaskService/Tasks/{task.id}/Monitor"
+                return 202, task_doc(bmc, task), {"Location": mon}
+            case ["UpdateService", "upload"]:
+                # The HTTP layer hands a multipart body over as {"multipart": {part name: (file name, bytes)}}.
+                parts = b.get("multipart")
+                if not isinstance(parts, dict) or "UpdateFile" not in parts:
+                    return err(bmc, 400, "Base.1.18.ActionParameterMissing",
+                               "The multipart upload requires an UpdateFile part.", ["UpdateFile"])  # fmt: skip
+                try:
+                    params = json.loads(parts.get("UpdateParameters", ("", b"{}"))[1] or b"{}")
+                except ValueError:
+                    return err(bmc, 400, "Base.1.18.MalformedJSON", "UpdateParameters is not valid JSON.")
+                targets = params.get("Targets") or [] if isinstance(params, dict) else []
+                if not isinstance(params, dict) or not isinstance(targets, list):
+                    return err(bmc, 400, "Base.1.18.ActionParameterValueTypeError", "Targets must be an array.", ["Targets"])
+                filename, content = parts["UpdateFile"]
+                task = bmc.push_update(str(filename or ""), bytes(content), [str(t) for t in targets],
+                                       apply_time=str(params.get("@Redfish.OperationApplyTime", "Immediate")))  # fmt: skip
                 mon = f"{R}/TaskService/Tasks/{task.id}/Monitor"
                 return 202, task_doc(bmc, task), {"Location": mon}
         if _exists(bmc, path):

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from fleetctl.errors import FleetError, InputError
 from fleetctl_lab.bmc.certs import ensure_cert, server_context, wrong_context
@@ -311,7 +311,15 @@ class BMCLab:
         elif path == "/redfish":
             return self._json(200, {"v1": "/redfish/v1/"}, {})
         body: Any = None
-        if method in ("POST", "PATCH", "PUT"):
+        if method == "POST" and request.content_type == "multipart/form-data":
+            # A firmware push (MultipartHttpPushUri): the parts by name, as (file name, bytes).
+            parts: dict[str, tuple[str | None, bytes]] = {}
+            reader = await request.multipart()
+            while (part := await reader.next()) is not None:
+                if isinstance(part, BodyPartReader) and part.name:
+                    parts[part.name] = (part.filename, bytes(await part.read()))
+            body = {"multipart": parts}
+        elif method in ("POST", "PATCH", "PUT"):
             raw = await request.read()
             if raw:
                 try:

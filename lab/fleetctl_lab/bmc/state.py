@@ -54,6 +54,7 @@ FAULTS: dict[str, str] = {
     "pcie_degraded": "{'slot': n, 'lanes': 8, 'gen': 'Gen3'} or a slot number or True (first board)",
     "memory_errors": "correctable memory errors on a DIMM (count; True = 1): health Warning + log entry",
     "firmware_fail": "SimpleUpdate tasks end in Exception (True) or the next N do (int)",
+    "push_only": "the UpdateService offers no SimpleUpdate, only the MultipartHttpPushUri (True): a BMC that cannot pull",
     "clock_skew_s": "seconds added to the Manager DateTime",
     "device_missing": "accelerator device nodes (count; True = 1) absent on the host from its next boot: the last n boards",
     "wrong_cert": "new TLS connections get a freshly generated self-signed certificate (another key), not the pinned one (True)",
@@ -122,6 +123,8 @@ class Task:
     percent: int = 0
     messages: list[dict[str, Any]] = field(default_factory=list)
     done_at: float | None = None
+    apply_time: str = "Immediate"  # OnReset: staged when the task ends, applied at the next boot
+    via: str = "SimpleUpdate"  # or "MultipartHttpPushUri"
 
 
 @dataclass
@@ -143,6 +146,10 @@ class Counters:
     boots: int = 0
     firmware_flashes: int = 0
     firmware_failures: int = 0
+    firmware_staged: int = 0  # OnReset updates whose task ended: applied at the next boot
+    firmware_pushes: int = 0  # updates uploaded to the MultipartHttpPushUri
+    firmware_downgrades: int = 0  # applied updates to a lower version than the one before
+    firmware_by_component: dict[str, int] = field(default_factory=dict)  # applied updates per component
     requests: int = 0
     sessions_created: int = 0
     auth_failures: int = 0
@@ -170,6 +177,7 @@ class SimBMC:
         self.board_firmware: dict[str, str] = {
             _board_fw_id(b.kind, b.slot, comp): ver for b in spec.boards for comp, ver in b.firmware.items()
         }
+        self.firmware_staged: dict[str, str] = {}  # component -> version, applied at the next boot
         # Power: `power` is the settled state; phases run on top of it.
         self.power = config.initial_power
         self.phases: deque[Phase] = deque()
@@ -309,6 +317,9 @@ class SimBMC:
         if self.boot_enabled == "Once":
             self.boot_enabled = "Disabled"
             self.boot_target = "None"
+        for comp, version in self.firmware_staged.items():
+            self._apply_firmware(comp, version, at, staged=True)
+        self.firmware_staged = {}
         if self.bios_pending:
             self.bios.update(self.bios_pending)
             self.bios_pending = {}
@@ -435,7 +446,27 @@ class SimBMC:
         """FirmwareInventory id -> version."""
         return {**self.firmware, **self.board_firmware}
 
-    def simple_update(self, image: str, targets: list[str], now: float | None = None) -> Task:
+    def simple_update(self, image: str, targets: list[str], now: float | None = None, *, apply_time: str = "Immediate") -> Task:
+        """SimpleUpdate: the component and version from ``Targets`` and the image's file name."""
+        return self._start_update(image, targets, now, apply_time=apply_time, via="SimpleUpdate")
+
+    def push_update(self, filename: str, content: bytes, targets: list[str], now: float | None = None, *,
+                    apply_time: str = "Immediate") -> Task:  # fmt: skip
+        """A multipart push: the same rule as SimpleUpdate, on the uploaded file's name; a name that
+        says nothing falls back to the content's first line (``<component>-<version>``)."""
+        name = filename.rsplit("/", 1)[-1]
+        try:
+            _image_name(name, self.inventory())
+        except LabActionError:
+            first = content[:200].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+            name = first or name
+        task = self._start_update(name, targets, now, apply_time=apply_time, via="MultipartHttpPushUri")
+        self.counters.firmware_pushes += 1
+        return task
+
+    def _start_update(self, image: str, targets: list[str], now: float | None, *, apply_time: str, via: str) -> Task:
+        if apply_time not in ("Immediate", "OnReset"):
+            raise _bad_value(apply_time, "@Redfish.OperationApplyTime")
         now = time.time() if now is None else now
         inv = self.inventory()
         comp = None
@@ -445,21 +476,9 @@ class SimBMC:
                 comp = cand
                 break
             raise _bad_value(t, "Targets")
-        stem = image.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0]
-        for ext in (".bin", ".img", ".fwpkg", ".tar", ".gz", ".hpb", ".fw", ".zip", ".exe", ".BIN"):
-            if stem.endswith(ext):
-                stem = stem[: -len(ext)]
-        # Image names are "<component>-<version>" or "<component>_<version>".
-        sep = max(stem.rfind("-"), stem.rfind("_"))
-        if sep <= 0:
-            raise _bad_value(image, "ImageURI")
-        hint, version = stem[:sep], stem[sep + 1 :]
+        hint_comp, version = _image_name(image, inv)
+        comp = comp or hint_comp
         if comp is None:
-            for cid in inv:
-                if cid.lower() == hint.lower():
-                    comp = cid
-                    break
-        if comp is None or not version:
             raise _bad_value(image, "ImageURI")
         if any(t.state == "Running" for t in self.tasks.values()):
             raise LabActionError(503, "Base.1.18.ServiceTemporarilyUnavailable", "An update is already in progress.", ["30"])
@@ -471,7 +490,7 @@ class SimBMC:
                 del self.faults["firmware_fail"]
         dur = self.config.firmware_update_s
         tid = str(next(self._task_ids))
-        task = Task(tid, comp, version, image, now, now + (dur * 0.6 if fail else dur), fail)
+        task = Task(tid, comp, version, image, now, now + (dur * 0.6 if fail else dur), fail, apply_time=apply_time, via=via)
         self.tasks[tid] = task
         if len(self.tasks) > 50:
             for old in list(self.tasks)[:10]:
@@ -491,16 +510,35 @@ class SimBMC:
             self.counters.firmware_failures += 1
             t.messages.append(_msg("Update.1.0.ApplyFailed", f"Installing {t.component} {t.version} failed.", "Critical"))
             self.log("Critical", f"Firmware update of {t.component} to {t.version} failed", "Update.1.0.ApplyFailed", when=t.end)
+        elif t.apply_time == "OnReset":
+            # Staged, as a BMC does with @Redfish.OperationApplyTime OnReset: the task ends, the
+            # version changes at the next boot of the system.
+            t.state = "Completed"
+            t.percent = 100
+            self.counters.firmware_staged += 1
+            self.firmware_staged[t.component] = t.version
+            t.messages.append(_msg("Update.1.0.AwaitingActivation",
+                                   f"{t.component} {t.version} is installed and awaits a system reset to be activated.", "OK"))
+            self.log("OK", f"Firmware {t.component} {t.version} staged; applied at the next reset", "Update.1.0.AwaitingActivation",
+                     when=t.end)  # fmt: skip
         else:
             t.state = "Completed"
             t.percent = 100
-            self.counters.firmware_flashes += 1
-            if t.component in self.firmware:
-                self.firmware[t.component] = t.version
-            else:
-                self.board_firmware[t.component] = t.version
+            self._apply_firmware(t.component, t.version, t.end, staged=False)
             t.messages.append(_msg("Update.1.0.UpdateSuccessful", f"{t.component} updated to {t.version}.", "OK"))
-            self.log("OK", f"Firmware {t.component} updated to {t.version}", "Update.1.0.UpdateSuccessful", when=t.end)
+
+    def _apply_firmware(self, comp: str, version: str, at: float, *, staged: bool) -> None:
+        before = self.inventory().get(comp)
+        self.counters.firmware_flashes += 1
+        self.counters.firmware_by_component[comp] = self.counters.firmware_by_component.get(comp, 0) + 1
+        if before is not None and _version_key(version) < _version_key(before):
+            self.counters.firmware_downgrades += 1
+        if comp in self.firmware:
+            self.firmware[comp] = version
+        else:
+            self.board_firmware[comp] = version
+        how = " at boot (staged)" if staged else ""
+        self.log("OK", f"Firmware {comp} updated from {before} to {version}{how}", "Update.1.0.UpdateSuccessful", when=at)
 
     # --- faults --------------------------------------------------------------
 
@@ -573,6 +611,11 @@ class SimBMC:
             "boots": c.boots,
             "firmware_flashes": c.firmware_flashes,
             "firmware_failures": c.firmware_failures,
+            "firmware_staged": c.firmware_staged,
+            "firmware_pushes": c.firmware_pushes,
+            "firmware_downgrades": c.firmware_downgrades,
+            "firmware_by_component": dict(c.firmware_by_component),
+            "firmware_pending": dict(self.firmware_staged),
             "requests": c.requests,
             "sessions_created": c.sessions_created,
             "sessions_open": len(self.sessions),
@@ -586,6 +629,32 @@ class SimBMC:
             "bios_pending": dict(self.bios_pending),
             "faults": dict(self.faults),
         }
+
+
+def _image_name(image: str, inv: dict[str, str]) -> tuple[str | None, str]:
+    """(component, version) an image's file name says: ``<component>-<version>.<ext>`` or ``_``.
+
+    The component is matched against the FirmwareInventory ids (None when it
+    names none: ``Targets`` must then say which). Raises LabActionError when
+    no version can be read from the name.
+    """
+    stem = image.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0]
+    for ext in (".bin", ".img", ".fwpkg", ".tar", ".gz", ".hpb", ".fw", ".zip", ".exe", ".BIN"):
+        if stem.endswith(ext):
+            stem = stem[: -len(ext)]
+    sep = max(stem.rfind("-"), stem.rfind("_"))
+    if sep <= 0 or not stem[sep + 1 :]:
+        raise _bad_value(image, "ImageURI")
+    hint, version = stem[:sep], stem[sep + 1 :]
+    comp = next((cid for cid in inv if cid.lower() == hint.lower()), None)
+    return comp, version
+
+
+def _version_key(v: str) -> tuple[tuple[int, str], ...]:
+    """An order of versions good enough for the lab's downgrade counter: numeric parts as numbers."""
+    import re
+
+    return tuple((int(p), "") if p.isdigit() else (-1, p) for p in re.split(r"[.\-_]", v))
 
 
 def _board_fw_id(kind: str, slot: int, comp: str) -> str:
