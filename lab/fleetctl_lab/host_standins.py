@@ -32,6 +32,9 @@ The accelerator stand-ins are Python (see "accelerator tools" below): they
 read the host's ``boards.json`` at run time, so a board's fault
 (:data:`BOARD_FAULTS`) can be changed while the host runs. docs/lab.md
 ("Accelerator stand-ins and board faults") tables the tools and the faults.
+- ``root/sys/bus/pci/devices/<pci address>/{current,max}_link_{speed,width}``:
+  each board's PCIe link as the kernel shows it, rewritten with ``boards.json``
+  (:func:`write_boards`), so ``degraded_link`` shows there too.
 - ``sysctl ARGS``: appends ``sysctl ARGS`` to a calls log.
 - ``kubeadm join ENDPOINT ...``: appends ``kubeadm join ENDPOINT`` to a calls
   log and writes ``<root>/etc/kubernetes/kubelet.conf``, as a real join
@@ -165,7 +168,8 @@ BOARD_FAULTS: dict[str, str] = {
            "MN-Core: burn-in at 97 C, throughput x0.7)",
     "memory_errors": "ECC errors and retired pages (GPU: 1523 corrected, 64+1 retired pages, pending retirement, "
                      "dcgmi r1 Page Retirement fails; MN-Core: burn-in checksum wrong, FAIL)",
-    "degraded_link": "PCIe link below its capability (GPU: gen 3 of 5, x8 of x16; dcgmi r2 PCIe fails)",
+    "degraded_link": "PCIe link below its capability, two generations and half the lanes down (GPU: gen 3 of 5, x8 of x16; "
+                     "dcgmi r2 PCIe fails; every board: the sysfs link files)",
     "checksum": "wrong results (MN-Core: burn-in checksum wrong, FAIL; GPU: gpu-burn errors and FAULTY, dcgmi r2 GPU Memory fails)",
     "vanish": "the device node disappears when a workload starts (gpu-burn, dcgmi r2+, the MN-Core burn-in)",
     "hang": "the workload never ends (gpu-burn, dcgmi r2+, the MN-Core burn-in) until killed",
@@ -247,10 +251,70 @@ def write_boards(path: Path, server: str, boards: list[dict[str, Any]], *, time_
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps({"server": server, "time_scale": time_scale, "boards": boards}, indent=1) + "\n")
     os.replace(tmp, path)
+    # The link is hardware state the kernel shows without any tool, so it follows the fault here,
+    # where every fault change passes, rather than in a stand-in that might never run.
+    write_sysfs_links(sysfs_pci_dir(path), boards)
+
+
+# --- sysfs: each board's PCIe link ---------------------------------------------------------
+#
+# On a real host the MN-Core link is read from sysfs (no public MN-Core tool shows it), so the
+# lab writes the four files the kernel shows per PCI function under the host's root, beside
+# ``root/dev/``, in the kernel's format (drivers/pci/pci-sysfs.c: ``PCIE_SPEED2STR`` + "\n";
+# the width as "%u\n").
+
+SYSFS_PCI_DIR = "root/sys/bus/pci/devices"  # relative to the folder of boards.json (the host folder)
+SYSFS_LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+# PCIe generation -> what the kernel prints in *_link_speed (since Linux 4.17 with " PCIe").
+PCIE_GEN_SPEED: dict[int, str] = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe",
+                                  5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}  # fmt: skip
+
+
+def sysfs_pci_dir(boards_file: Path) -> Path:
+    """The host's ``/sys/bus/pci/devices`` folder, derived from its ``boards.json`` path."""
+    return Path(boards_file).parent / SYSFS_PCI_DIR
+
+
+def board_link(b: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(current gen, current width, max gen, max width) of board ``b``, its fault applied.
+
+    ``degraded_link`` trains two generations and half the lanes down: the values nvidia-smi's
+    stand-in reports for the fault (``_gpu_state``), so a GPU's sysfs and nvidia-smi agree
+    (tests/unit/lab/test_sysfs_links.py holds them together).
+    """
+    gen, lanes = int(b.get("pcie_gen") or 5), int(b.get("max_lanes") or 16)
+    if b.get("fault") == "degraded_link":
+        return max(1, gen - 2), max(1, lanes // 2), gen, lanes
+    return gen, lanes, gen, lanes
+
+
+def write_sysfs_links(pci_dir: Path, boards: list[dict[str, Any]]) -> None:
+    """Write ``<pci_dir>/<pci_address>/{current,max}_link_{speed,width}`` for every board.
+
+    Each file is replaced atomically (a driver may be reading it while a fault is set); a file
+    whose text is unchanged is left alone.
+    """
+    for b in boards:
+        gen, width, max_gen, max_width = board_link(b)
+        values = (PCIE_GEN_SPEED.get(gen, "Unknown"), str(width), PCIE_GEN_SPEED.get(max_gen, "Unknown"), str(max_width))
+        folder = Path(pci_dir) / b["pci_address"]
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, value in zip(SYSFS_LINK_FILES, values, strict=True):
+            target = folder / name
+            text = value + "\n"
+            with contextlib.suppress(OSError):
+                if target.read_text() == text:
+                    continue
+            tmp = folder / f".{name}.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, target)
 
 
 def set_board_fault(path: Path, board: str, fault: str) -> None:
-    """Set the fault of one board of ``boards.json`` (by device name, serial or slot); read by the next run of a stand-in."""
+    """Set the fault of one board of ``boards.json`` (by device name, serial or slot); read by the next run of a stand-in.
+
+    The board's sysfs link files (:func:`write_sysfs_links`) follow at once.
+    """
     doc = json.loads(path.read_text())
     hits = [b for b in doc["boards"] if board in (b["device"], b["serial"], str(b["slot"]))]
     if len(hits) != 1:

@@ -45,6 +45,9 @@ install, on the first look at the host once it is up):
   boards.json       the boards and their faults, read by the accelerator
                     stand-ins at run time (kept across installs)
   root/opt/mncore_shared_semaphore/  MN-Core board locks (a file per device)
+  root/sys/bus/pci/devices/<pci address>/  each board's PCIe link, the four
+                    sysfs files ``{current,max}_link_{speed,width}``, rewritten
+                    with boards.json (a ``degraded_link`` board: lower current)
   home/, tmp/       ``HOME``; ``ansible_remote_tmp``
   pkg/installed/    one file per package the fake package tool installed;
   pkg/installs.log  one line per install call
@@ -287,6 +290,7 @@ class HostSandbox:
         self.calls_log = self.dir / "calls.log"
         self.boards_file = self.dir / standins.BOARDS_FILE
         self.semaphore_dir = self.root / "opt/mncore_shared_semaphore"
+        self.sysfs_pci_dir = standins.sysfs_pci_dir(self.boards_file)  # root/sys/bus/pci/devices
         self._synced: tuple[int, int] | None = None  # (install_id, boot_id) the files match
 
     # What the playbooks need to know about this host.
@@ -306,6 +310,7 @@ class HostSandbox:
             "fleetctl_mncore_burnin_cmd": str(self.bin / "mncore-burnin"),
             "fleetctl_dmesg_cmd": str(self.bin / "dmesg"),
             "fleetctl_mncore_semaphore_dir": str(self.semaphore_dir),
+            "fleetctl_sysfs_pci_dir": str(self.sysfs_pci_dir),
             "fleetctl_sysctl_apply_cmd": [str(self.bin / "sysctl"), "-p"],
             "fleetctl_kubeadm_cmd": str(self.bin / "kubeadm"),
             "fleetctl_mncore_apt_url": (apt / "mncore-packages").as_uri(),
@@ -354,7 +359,7 @@ class HostSandbox:
         """A freshly installed OS: the old tree is gone; the boards keep their faults (they are hardware)."""
         faults = self.board_faults()
         shutil.rmtree(self.dir, ignore_errors=True)
-        for d in (self.root / "etc", self.dev, self.bin, self.home, self.pkg / "installed"):
+        for d in (self.root / "etc", self.dev, self.sysfs_pci_dir, self.bin, self.home, self.pkg / "installed"):
             d.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
         (self.root / "etc/os-release").write_text('NAME="fleetctl lab OS"\nID=fleetctl-lab\nPRETTY_NAME="fleetctl lab OS"\n')
