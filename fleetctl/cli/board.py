@@ -184,3 +184,55 @@ def check(
         emit(rows, output)
     if any(not r["ok"] for r in rows):
         raise typer.Exit(1)
+
+
+rma_app = typer.Typer(no_args_is_help=True)
+app.add_typer(rma_app, name="rma", help="Boards to ship back to the vendor: what failed, where, and the evidence.")
+
+
+@rma_app.command("list")
+def rma_list(
+    all_: Annotated[bool, typer.Option("--all", help="Also the entries closed (shipped or cleared).")] = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Boards marked rma, oldest first: serial, where it sits, why, from which run."""
+    from fleetctl.burnin.history import rma_list as rows_of
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+
+    with conn() as c:
+        rows = rows_of(c, include_closed=all_)
+    if output == Format.table:
+        rows = [{k: v for k, v in r.items() if k != "evidence"} for r in rows]
+    emit(rows, output, columns=None if output != Format.table else
+         ["serial", "kind", "model", "server", "slot", "reason", "source", "opened", "closed"])  # fmt: skip
+
+
+@rma_app.command("close")
+def rma_close(
+    serial: str,
+    reason: Annotated[str, typer.Option("--reason", help="Why: shipped (with the vendor's case number), or cleared.")],
+) -> None:
+    """Close a board's open RMA entry (shipped, or found not faulty); the board's state is left to `board set`."""
+    from sqlalchemy import select, update
+
+    from fleetctl.cli.common import conn
+    from fleetctl.errors import InputError, NotFound
+    from fleetctl.inventory.service import actor
+    from fleetctl.models.base import utcnow
+    from fleetctl.store import immediate
+    from fleetctl.store import tables as T
+
+    if not reason.strip():
+        raise InputError("--reason must say why (shipped: case number; or cleared)", field="--reason")
+    with conn() as c:
+        row = c.execute(select(T.board_rma.c.id).where(T.board_rma.c.serial == serial, T.board_rma.c.closed_at.is_(None))).first()
+    if row is None:
+        raise NotFound(f"board {serial} has no open RMA entry")
+    from fleetctl.store import get_engine
+
+    with immediate(get_engine()) as c:
+        c.execute(update(T.board_rma).where(T.board_rma.c.id == row.id).values(closed_at=utcnow(), closed_reason=reason))
+        c.execute(T.event.insert().values(at=utcnow(), actor=actor(), action="board.rma.close", object_kind="board", object_name=serial,
+                                          detail="RMA entry closed", reason=reason))  # fmt: skip
+    typer.echo(f"{serial}: RMA entry closed")

@@ -3,6 +3,7 @@
 Importing this package registers every table on ``SQLModel.metadata``.
 """
 
+from fleetctl.models.burnin import BoardRma, BurninResult, BurninRun
 from fleetctl.models.hardware import BiosProfile, FirmwareBaseline, HardwareModel
 from fleetctl.models.history import Event, Job, JobStep
 from fleetctl.models.network import Link, Switch, SwitchPort
@@ -13,6 +14,9 @@ from fleetctl.models.sweep import Finding, FindingAck, FindingState, SweepCursor
 __all__ = [
     "AcceleratorBoard",
     "BiosProfile",
+    "BoardRma",
+    "BurninResult",
+    "BurninRun",
     "Event",
     "Finding",
     "FindingAck",

@@ -8,6 +8,9 @@ from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, column, 
 __all__ = [
     "accelerator_board",
     "bios_profile",
+    "board_rma",
+    "burnin_result",
+    "burnin_run",
     "event",
     "finding",
     "finding_ack",
@@ -49,6 +52,58 @@ bios_profile = table(
     column("name", String()),
     column("description", String()),
     column("attributes", JSON()),
+)
+
+board_rma = table(
+    "board_rma",
+    column("id", Integer()),
+    column("board_id", Integer()),
+    column("serial", String()),
+    column("kind", String()),
+    column("model", String()),
+    column("server", String()),
+    column("slot", Integer()),
+    column("source", String()),
+    column("reason", String()),
+    column("evidence", JSON()),
+    column("actor", String()),
+    column("opened_at", DateTime(timezone=True)),
+    column("closed_at", DateTime(timezone=True)),
+    column("closed_reason", String()),
+)
+
+burnin_result = table(
+    "burnin_result",
+    column("id", Integer()),
+    column("run_id", Integer()),
+    column("server", String()),
+    column("serial", String()),
+    column("device", String()),
+    column("slot", Integer()),
+    column("model", String()),
+    column("verdict", String()),
+    column("reasons", JSON()),
+    column("metrics", JSON()),
+    column("telemetry", JSON()),
+    column("started_at", DateTime(timezone=True)),
+    column("finished_at", DateTime(timezone=True)),
+)
+
+burnin_run = table(
+    "burnin_run",
+    column("id", Integer()),
+    column("started_at", DateTime(timezone=True)),
+    column("finished_at", DateTime(timezone=True)),
+    column("state", String()),
+    column("kind", String()),
+    column("level", String()),
+    column("duration_s", Float()),
+    column("selector", String()),
+    column("actor", String()),
+    column("host", String()),
+    column("pid", Integer()),
+    column("servers", JSON()),
+    column("counts", JSON()),
 )
 
 event = table(

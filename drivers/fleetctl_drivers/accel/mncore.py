@@ -143,10 +143,15 @@ class MnCoreBurnin(_Model):
     program: str = "/opt/pfn/pfcomp/bin/mncore-burnin"
     args: list[str] = Field(default_factory=lambda: ["--device", "{device}", "--seconds", "{seconds}"])
     result_pattern: str = ""
+    # progress lines while it runs; named groups: device, temp_c (and optionally power_w, clock_mhz)
+    progress_pattern: str = ""
     expected_checksum: str | None = None
 
     def result_regex(self) -> re.Pattern[str] | None:
         return re.compile(self.result_pattern) if self.result_pattern else None
+
+    def progress_regex(self) -> re.Pattern[str] | None:
+        return re.compile(self.progress_pattern) if self.progress_pattern else None
 
 
 class MnCoreClock(_Model):
@@ -190,10 +195,11 @@ def mncore_config(path: str | os.PathLike[str] | None = None) -> MnCoreConfig:
     try:
         cfg = MnCoreConfig.model_validate({**data, "source": str(file)})
         cfg.burnin.result_regex()
+        cfg.burnin.progress_regex()
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ParseError(f"{file}: {where}: {first['msg']}") from e
     except re.error as e:
-        raise ParseError(f"{file}: burnin.result_pattern is not a regular expression: {e}") from e
+        raise ParseError(f"{file}: burnin.result_pattern or progress_pattern is not a regular expression: {e}") from e
     return cfg

@@ -1,0 +1,493 @@
+"""`fleetctl burnin`: which servers, everything checked first, then every server at once (bounded).
+
+The order of things, so that nothing is touched before everything needed is
+known to be there:
+
+1. :func:`plan`: the servers (named, or every due one), each carrying boards
+   of the kind asked for, in a state whose OS answers; in-service servers only
+   when named with ``--force``; the criteria and level; each server's SSH
+   endpoint and boards. Anything missing is one :class:`InputError` (exit 2).
+2. :func:`run`: lock the servers, open (or resume) the run, then per server,
+   at most ``concurrency`` at once: the stages on the host (``host.burn``)
+   beside the BMC's sensors, the verdict per board (``verdict.evaluate``),
+   and, in one transaction per server, the results, the boards' states, the
+   RMA entries of failing boards and the server's move to maintenance.
+
+A run killed half-way keeps the servers it finished; the next run of the same
+kind, level and duration resumes it (servers already done are not run again
+unless ``restart``) and first stops what the dead one left running on the
+hosts (``host.stop_leftover_script``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from fleetctl.burnin.criteria import BOARD_KINDS, CriteriaFile
+from fleetctl.burnin.host import HostJob, HostOutcome, InvBoard
+from fleetctl.burnin.verdict import RANK, BoardObservation, Reason, evaluate, worst
+from fleetctl.errors import InputError
+
+#: States in which a server's OS answers and its boards can be taken.
+BURNABLE = ("ready", "maintenance", "in-service")
+#: A fail moves its server here (from these states).
+TO_MAINTENANCE_FROM = ("ready", "in-service")
+EXIT_BY_VERDICT = {"pass": 0, "degraded": 1, "error": 4, "fail": 5}
+
+Progress = Callable[[str, str, dict[str, Any]], None]  # (server, stage, details)
+
+
+@dataclass
+class ServerPlan:
+    name: str
+    id: int
+    state: str
+    model: str
+    board_kind: str
+    boards: list[InvBoard]
+    job: HostJob
+    ref: Any  # targets.ServerRef (for the BMC)
+    baseline: dict[str, str]
+
+
+@dataclass
+class Plan:
+    kind: str
+    level: str
+    seconds: float
+    servers: list[ServerPlan]
+    criteria: CriteriaFile
+    selector: str
+    due: bool  # chosen as due (no TARGET)
+    skipped: dict[str, str] = field(default_factory=dict)  # not due, with why (only without TARGET)
+
+
+@dataclass
+class BoardResult:
+    server: str
+    serial: str | None
+    device: str
+    slot: int | None
+    verdict: str
+    reasons: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    resumed: bool = False  # stored by an earlier (killed) pass of this run
+
+    def row(self) -> dict[str, Any]:
+        return {"server": self.server, "serial": self.serial, "device": self.device, "slot": self.slot, "verdict": self.verdict,
+                "reasons": self.reasons, "metrics": self.metrics, "resumed": self.resumed}  # fmt: skip
+
+
+@dataclass
+class RunResult:
+    run_id: int
+    resumed: bool
+    boards: list[BoardResult]
+    workload_s: float
+    elapsed_s: float
+    rma: list[str]  # serials sent to RMA in this pass
+    to_maintenance: list[str]
+    notes: dict[str, list[str]]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out = {"pass": 0, "degraded": 0, "fail": 0, "error": 0}
+        for b in self.boards:
+            out[b.verdict] = out.get(b.verdict, 0) + 1
+        return out
+
+    @property
+    def worst(self) -> str:
+        return worst([b.verdict for b in self.boards])
+
+
+# --- planning ---------------------------------------------------------------------------
+
+
+def _due(conn: Any, names: list[str], kind: str) -> dict[str, str | None]:
+    """For each server: None when due, else why not.
+
+    Due: never burned in (for this kind), or no burn-in since it last moved
+    into its present state (newly provisioned into ready, or taken into
+    maintenance since).
+    """
+    from sqlalchemy import func
+
+    from fleetctl.store import tables as T
+
+    last_run: dict[str, Any] = {}
+    q = (select(T.burnin_result.c.server, func.max(T.burnin_result.c.finished_at).label("at"))
+         .join(T.burnin_run, T.burnin_run.c.id == T.burnin_result.c.run_id)
+         .where(T.burnin_run.c.kind == kind, T.burnin_result.c.verdict != "error", T.burnin_result.c.server.in_(names))
+         .group_by(T.burnin_result.c.server))  # fmt: skip
+    for r in conn.execute(q):
+        last_run[r.server] = r.at
+    last_move: dict[str, Any] = {}
+    q2 = (select(T.event.c.object_name, func.max(T.event.c.at).label("at"))
+          .where(T.event.c.action == "server.state", T.event.c.object_name.in_(names))
+          .group_by(T.event.c.object_name))  # fmt: skip
+    for r in conn.execute(q2):
+        last_move[r.object_name] = r.at
+    from fleetctl.sweep.times import aware_utc
+
+    out: dict[str, str | None] = {}
+    for n in names:
+        ran = aware_utc(last_run.get(n))
+        moved = aware_utc(last_move.get(n))
+        if ran is None or (moved is not None and moved > ran):
+            out[n] = None
+        else:
+            out[n] = f"burned in at {ran.isoformat(timespec='seconds')}, unchanged since"
+    return out
+
+
+def plan(conn: Any, *, kind: str, targets: list[str], level: str, duration: float | None, criteria: CriteriaFile,
+         force: bool = False, grace: float | None = None, interval: float | None = None) -> Plan:  # fmt: skip
+    """Everything the run needs, checked before anything is touched.
+
+    Raises:
+        InputError: an unknown kind or level, no server to burn in, a named
+            server without such boards or whose OS is not up, a server in
+            service without ``force``, a server without SSH access or boards
+            in the inventory.
+    """
+    from fleetctl.store import tables as T
+    from fleetctl.targets import resolve
+    from fleetctl.workflows.provision.context import host_endpoint, load_contexts
+
+    if kind not in BOARD_KINDS:
+        raise InputError(f"burn-in of {kind!r} boards: give --mncore or --gpu", field="--mncore/--gpu")
+    lv = criteria.level(kind, level)
+    seconds = float(duration) if duration is not None else lv.seconds
+    if not seconds > 0 or seconds == float("inf"):
+        raise InputError(f"--duration must be a number of seconds > 0, not {duration}", field="--duration")
+    board_kinds = BOARD_KINDS[kind]
+    named = bool(targets)
+    refs = resolve(conn, targets or ["all"])
+    rows = {r.name: r for r in conn.execute(
+        select(T.server.c.name, T.server.c.state, T.hardware_model.c.name.label("model"), T.hardware_model.c.board_kind)
+        .join(T.hardware_model, T.hardware_model.c.id == T.server.c.model_id)
+        .where(T.server.c.name.in_([r.name for r in refs])))}  # fmt: skip
+    carrying = [r for r in refs if rows[r.name].board_kind in board_kinds]
+    what = "MN-Core" if kind == "mncore" else "GPU"
+    if not carrying:
+        raise InputError(f"no server {'among ' + ' '.join(targets) + ' ' if named else 'in this fleet '}carries {what} boards",
+                         field="TARGET")  # fmt: skip
+    skipped: dict[str, str] = {}
+    if named:
+        bad = [f"{r.name} ({rows[r.name].state})" for r in carrying if rows[r.name].state not in BURNABLE]
+        if bad:
+            raise InputError(f"{', '.join(bad[:5])}{' and more' if len(bad) > 5 else ''}: the OS is not up in that state; "
+                             "burn-in runs on provisioned servers (ready, maintenance)", field="TARGET")  # fmt: skip
+        busy = [r.name for r in carrying if rows[r.name].state == "in-service"]
+        if busy and not force:
+            raise InputError(f"{', '.join(busy[:5])}{' and more' if len(busy) > 5 else ''} in service: burn-in takes their boards "
+                             "away from users; give --force to burn them in anyway", field="TARGET")  # fmt: skip
+        chosen = carrying
+    else:
+        eligible = [r for r in carrying if rows[r.name].state in ("ready", "maintenance")]
+        for r in carrying:
+            if r not in eligible:
+                skipped[r.name] = f"state {rows[r.name].state}"
+        why = _due(conn, [r.name for r in eligible], kind)
+        chosen = [r for r in eligible if why[r.name] is None]
+        skipped.update({n: w for n, w in why.items() if w is not None})
+    boards: dict[str, list[InvBoard]] = {}
+    for b in conn.execute(select(T.accelerator_board, T.server.c.name.label("server"))
+                          .join(T.server, T.server.c.id == T.accelerator_board.c.server_id)
+                          .where(T.server.c.name.in_([r.name for r in chosen]), T.accelerator_board.c.kind.in_(board_kinds))):  # fmt: skip
+        boards.setdefault(b.server, []).append(InvBoard(b.serial, b.kind, b.slot, b.pci_address, b.model))
+    no_boards = [r.name for r in chosen if not boards.get(r.name)]
+    if no_boards:
+        raise InputError(f"{', '.join(no_boards[:5])}: no {what} board in the inventory (inspect it first: `fleetctl server inspect`)",
+                         field="TARGET")  # fmt: skip
+    ctxs = load_contexts(conn, [r.name for r in chosen]) if chosen else {}
+    out: list[ServerPlan] = []
+    for r in chosen:
+        ctx = ctxs[r.name]
+        ep = host_endpoint(ctx)
+        if ep.get("key_file") and not os.path.exists(str(ep["key_file"])):
+            raise InputError(f"{r.name}: the site's SSH key {ep['key_file']} does not exist", field="ssh_key")
+        lvl = criteria.level(kind, level)
+        job = HostJob(server=r.name, endpoint=ep, hostvars=ctx.hostvars, kind=kind, boards=boards[r.name], model=ctx.model,
+                      seconds=seconds, dcgm_level=lvl.dcgm_level if kind == "gpu" else None,
+                      grace=grace if grace is not None else max(30.0, seconds * 0.25),
+                      interval=interval if interval is not None else max(1.0, min(30.0, seconds / 20)), force=force)  # fmt: skip
+        out.append(ServerPlan(r.name, r.id, rows[r.name].state, ctx.model, ctx.board_kind or "", boards[r.name], job, r, ctx.baseline))
+    return Plan(kind, level, seconds, out, criteria, " ".join(targets) or "due", not named, skipped)
+
+
+# --- the run ----------------------------------------------------------------------------
+
+
+def _open_run(engine: Any, p: Plan, *, restart: bool, actor: str) -> tuple[int, bool, set[str]]:
+    """(run id, resumed, servers already done in it)."""
+    from fleetctl.lifecycle.locks import Holder
+    from fleetctl.models.base import utcnow
+    from fleetctl.store import immediate
+    from fleetctl.store import tables as T
+
+    with immediate(engine) as conn:
+        # A run whose process is gone is interrupted (on this host; another host's stays running until seen from there).
+        for r in conn.execute(select(T.burnin_run.c.id, T.burnin_run.c.host, T.burnin_run.c.pid).where(T.burnin_run.c.state == "running")):
+            if Holder("x", r.host, r.pid).alive() is False:
+                conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == r.id).values(state="interrupted"))
+        last = conn.execute(select(T.burnin_run).where(T.burnin_run.c.kind == p.kind, T.burnin_run.c.state == "interrupted")
+                            .order_by(T.burnin_run.c.id.desc()).limit(1)).first()  # fmt: skip
+        names = [s.name for s in p.servers]
+        if last is not None and not restart and last.level == p.level and abs(last.duration_s - p.seconds) < 1e-6:
+            done = {r.server for r in conn.execute(select(T.burnin_result.c.server).where(
+                T.burnin_result.c.run_id == last.id, T.burnin_result.c.verdict != "error"))}  # fmt: skip
+            servers = list(dict.fromkeys([*last.servers, *names]))
+            conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == last.id)
+                         .values(state="running", host=socket.gethostname(), pid=os.getpid(), servers=servers))  # fmt: skip
+            # Error rows of the dead pass are retried: they are not verdicts.
+            conn.execute(T.burnin_result.delete().where(T.burnin_result.c.run_id == last.id, T.burnin_result.c.verdict == "error",
+                                                         T.burnin_result.c.server.in_(names)))  # fmt: skip
+            return int(last.id), True, done & set(names)
+        if last is not None and restart:
+            conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == last.id).values(state="abandoned"))
+        run_id = conn.execute(insert(T.burnin_run).values(
+            started_at=utcnow(), state="running", kind=p.kind, level=p.level, duration_s=p.seconds, selector=p.selector, actor=actor,
+            host=socket.gethostname(), pid=os.getpid(), servers=names, counts={})).inserted_primary_key[0]  # type: ignore[index]  # fmt: skip
+    return int(run_id), False, set()
+
+
+def _stored(engine: Any, run_id: int, servers: set[str]) -> list[BoardResult]:
+    from fleetctl.store import tables as T
+
+    with engine.connect() as conn:
+        rows = conn.execute(select(T.burnin_result).where(T.burnin_result.c.run_id == run_id, T.burnin_result.c.server.in_(servers))
+                            .order_by(T.burnin_result.c.server, T.burnin_result.c.slot))  # fmt: skip
+        return [BoardResult(r.server, r.serial, r.device, r.slot, r.verdict, list(r.reasons or []), dict(r.metrics or {}), resumed=True)
+                for r in rows]  # fmt: skip
+
+
+def _firmware_drift(components: list[Any], baseline: dict[str, str], boards: list[BoardObservation]) -> None:
+    """Board firmware that differs from the model's baseline, onto the board of its slot (``<kind>_slot<N>_...``)."""
+    import re
+
+    from fleetctl.workflows.firmware import baseline_key
+
+    by_slot = {o.slot: o for o in boards}
+    for comp in components:
+        m = re.search(r"slot(\d+)", comp.id, re.IGNORECASE)
+        key = baseline_key(baseline, comp)
+        if m is None or key is None or int(m.group(1)) not in by_slot:
+            continue
+        if comp.version != baseline[key]:
+            by_slot[int(m.group(1))].firmware.append((comp.id, comp.version, baseline[key]))
+
+
+def _record(engine: Any, run_id: int, sp: ServerPlan, outcome: HostOutcome, results: list[BoardResult], *, actor: str,
+            started: Any) -> tuple[list[str], bool]:  # fmt: skip
+    """One server's results, board states, RMA entries and move to maintenance, in one transaction.
+
+    Returns (serials sent to RMA, whether the server moved to maintenance).
+    """
+    from fleetctl.errors import InvalidTransition
+    from fleetctl.lifecycle.machine import move
+    from fleetctl.lifecycle.states import BoardState
+    from fleetctl.models.base import utcnow
+    from fleetctl.store import immediate
+    from fleetctl.store import tables as T
+
+    now = utcnow()
+    rma: list[str] = []
+    moved = False
+    with immediate(engine) as conn:
+        for b in results:
+            conn.execute(insert(T.burnin_result).values(
+                run_id=run_id, server=sp.name, serial=b.serial, device=b.device, slot=b.slot, model=sp.model, verdict=b.verdict,
+                reasons=b.reasons, metrics=b.metrics, telemetry=b.telemetry, started_at=started, finished_at=now))  # fmt: skip
+            if b.serial is None:
+                continue
+            state = {"pass": BoardState.OK, "degraded": BoardState.SUSPECT, "fail": BoardState.RMA}[b.verdict]
+            board = conn.execute(select(T.accelerator_board.c.id, T.accelerator_board.c.kind, T.accelerator_board.c.model,
+                                        T.accelerator_board.c.state).where(T.accelerator_board.c.serial == b.serial)).first()  # fmt: skip
+            if board is None:
+                continue
+            if board.state != state:
+                conn.execute(update(T.accelerator_board).where(T.accelerator_board.c.id == board.id).values(state=state.value))
+            detail = f"burn-in run {run_id}: {b.verdict}" + (f": {b.reasons[0]['message']}" if b.reasons else "")
+            conn.execute(insert(T.event).values(at=now, actor=actor, action="board.burnin", object_kind="board", object_name=b.serial,
+                                                detail=detail[:1000], reason=f"burnin:{run_id}"))  # fmt: skip
+            if b.verdict == "fail":
+                opened = conn.execute(select(T.board_rma.c.id)
+                                      .where(T.board_rma.c.serial == b.serial, T.board_rma.c.closed_at.is_(None))).first()  # fmt: skip
+                if opened is None:
+                    conn.execute(insert(T.board_rma).values(
+                        board_id=board.id, serial=b.serial, kind=board.kind, model=board.model, server=sp.name, slot=b.slot,
+                        source=f"burnin:{run_id}", reason="; ".join(r["message"] for r in b.reasons if r["severity"] == "fail")[:1000],
+                        evidence={"reasons": b.reasons, "metrics": b.metrics}, actor=actor, opened_at=now))  # fmt: skip
+                    rma.append(b.serial)
+        if rma:
+            row = conn.execute(select(T.server.c.state).where(T.server.c.name == sp.name)).first()
+            if row is not None and row.state in TO_MAINTENANCE_FROM:
+                try:
+                    move(conn, sp.name, "maintenance", actor=actor, reason=f"burn-in run {run_id}: {len(rma)} board(s) failed, sent to RMA",
+                         expected=row.state)  # fmt: skip
+                    moved = True
+                except InvalidTransition:
+                    pass  # someone moved it meanwhile: their move stands; the RMA entries say what failed
+    return rma, moved
+
+
+async def _bmc_watch(servers: list[ServerPlan], done: dict[str, asyncio.Event], interval: float,
+                     firmware: dict[str, list[Any]], samples: dict[str, list[dict[str, Any]]], t0: float) -> None:  # fmt: skip
+    """The BMCs' firmware inventory once, then their temperature sensors every interval until each server is done.
+
+    Best effort: the boards' verdicts never wait on a BMC; one that does not
+    answer leaves no BMC samples for its server (the host's samples remain).
+    """
+    from fleetctl.plugins import sweep_async
+    from fleetctl.targets import bmc_targets
+
+    targets, _unreachable = bmc_targets([s.ref for s in servers])
+    if not targets:
+        return
+
+    async def op(bmc: Any) -> None:
+        name = bmc.target.name
+        try:
+            firmware[name] = list(await bmc.firmware.inventory())
+        except Exception:  # noqa: BLE001 - a BMC that cannot say leaves the firmware pre-check unknown
+            firmware[name] = []
+        while not done[name].is_set():
+            try:
+                rep = await bmc.health.report()
+                now = round(time.monotonic() - t0, 2)
+                for t in rep.temperatures:
+                    if t.reading is not None:
+                        samples.setdefault(name, []).append({"t": now, "source": "bmc", "sensor": t.name, "temp_c": t.reading})
+            except Exception:  # noqa: BLE001 - a missed sample is a gap in the plot, not a verdict
+                pass
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done[name].wait(), interval)
+
+    await sweep_async("bmc", targets, op, concurrency=max(1, len(targets)))
+
+
+def run(p: Plan, *, restart: bool = False, concurrency: int = 50, progress: Progress | None = None, url: str | None = None) -> RunResult:
+    """Burn in the plan's servers; results are stored as each server ends.
+
+    Raises:
+        Locked: a server is held by another workflow (nothing was touched).
+    """
+    from fleetctl.inventory.service import actor as whoami
+    from fleetctl.lifecycle.locks import acquire
+    from fleetctl.models.base import utcnow
+    from fleetctl.store import get_engine, immediate
+    from fleetctl.store import tables as T
+    from fleetctl.workflows.journal import JobState, Journal, StepResult
+
+    engine = get_engine(url)
+    actor = whoami()
+    names = [s.name for s in p.servers]
+    t_start = time.monotonic()
+    with acquire(engine, names, purpose=f"burnin --{p.kind}"):
+        run_id, resumed, done_before = _open_run(engine, p, restart=restart, actor=actor)
+        journal = Journal.open(engine, kind="burnin", target=p.selector, actor=actor,
+                               args={"run": run_id, "kind": p.kind, "level": p.level, "seconds": p.seconds})  # fmt: skip
+        results: list[BoardResult] = _stored(engine, run_id, done_before) if done_before else []
+        todo = [s for s in p.servers if s.name not in done_before]
+        for s in p.servers:
+            if s.name in done_before and progress:
+                progress(s.name, "done", {"verdict": worst([b.verdict for b in results if b.server == s.name]), "resumed": True})
+        notes: dict[str, list[str]] = {}
+        rma: list[str] = []
+        maint: list[str] = []
+        steps: list[StepResult] = []
+        workload = [0.0]
+
+        async def main() -> None:
+            gate = asyncio.Semaphore(max(1, concurrency))
+            done = {s.name: asyncio.Event() for s in todo}
+            firmware: dict[str, list[Any]] = {}
+            bmc_samples: dict[str, list[dict[str, Any]]] = {}
+            t0 = time.monotonic()
+            interval = min((s.job.interval for s in todo), default=5.0)
+
+            async def one(sp: ServerPlan) -> None:
+                from fleetctl.burnin import host
+
+                async with gate:
+                    started = utcnow()
+                    if progress:
+                        progress(sp.name, "running", {})
+                    t = time.monotonic()
+                    try:
+                        outcome = await host.burn(sp.job)
+                    finally:
+                        done[sp.name].set()
+                    workload[0] = max(workload[0], outcome.workload_s)
+                    notes[sp.name] = outcome.notes
+                    br = _judge(p, sp, outcome, firmware.get(sp.name), bmc_samples.get(sp.name, []))
+                    got_rma, moved = await asyncio.to_thread(_record, engine, run_id, sp, outcome, br, actor=actor, started=started)
+                    rma.extend(got_rma)
+                    if moved:
+                        maint.append(sp.name)
+                    results.extend(br)
+                    v = worst([b.verdict for b in br])
+                    steps.append(StepResult(sp.id, v in ("pass", "degraded"), time.monotonic() - t, output=f"{v}: {len(br)} results",
+                                            error=outcome.error))  # fmt: skip
+                    if progress:
+                        progress(sp.name, "done", {"verdict": v, "boards": {b.device: b.verdict for b in br}, "error": outcome.error})
+
+            watch = asyncio.create_task(_bmc_watch(todo, done, interval, firmware, bmc_samples, t0))
+            try:
+                await asyncio.gather(*(one(s) for s in todo))
+            finally:
+                for ev in done.values():
+                    ev.set()
+                try:
+                    await asyncio.wait_for(watch, 30)
+                except (TimeoutError, Exception):  # noqa: BLE001 - the watch is best effort; its end never fails the run
+                    watch.cancel()
+
+        asyncio.run(main())
+        counts = RunResult(run_id, resumed, results, workload[0], 0, rma, maint, notes).counts
+        with immediate(engine) as conn:
+            conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == run_id).values(state="finished", finished_at=utcnow(),
+                                                                                        counts=counts))  # fmt: skip
+        bad = sum(1 for s in steps if not s.ok)
+        journal.record(steps, pins={}, state=JobState.FAILED if bad else JobState.SUCCEEDED,
+                       error=f"{bad} of {len(steps)} servers failed or could not be burned in" if bad else None)  # fmt: skip
+    order = {n: i for i, n in enumerate(names)}
+    results.sort(key=lambda b: (order.get(b.server, 1 << 30), b.slot if b.slot is not None else -1, b.device))
+    return RunResult(run_id, resumed, results, workload[0], time.monotonic() - t_start, rma, maint, notes)
+
+
+def _judge(p: Plan, sp: ServerPlan, outcome: HostOutcome, firmware: list[Any] | None,
+           bmc_samples: list[dict[str, Any]]) -> list[BoardResult]:  # fmt: skip
+    """The boards' verdicts (or the server's error) from what the host and the BMC said."""
+    if outcome.error:
+        return [BoardResult(sp.name, None, "", None, "error",
+                            [{"criterion": "host", "severity": "error", "message": outcome.error, "evidence": {}}], {})]  # fmt: skip
+    if firmware:
+        _firmware_drift(firmware, sp.baseline, outcome.observations)
+    out = []
+    for obs in outcome.observations:
+        crit = p.criteria.for_board(obs.kind, sp.model)
+        v = evaluate(obs, crit)
+        v.reasons.extend(Reason("host", "note", n) for n in outcome.notes)  # server-level facts, kept with each board
+        telemetry = obs.telemetry + bmc_samples
+        out.append(BoardResult(sp.name, obs.serial, obs.device, obs.slot, v.verdict, v.reasons_as_dicts(), v.metrics, telemetry))
+    return out
+
+
+def exit_code(verdict: str) -> int:
+    return EXIT_BY_VERDICT.get(verdict, 4)
+
+
+__all__ = ["RANK", "Plan", "RunResult", "exit_code", "plan", "run"]

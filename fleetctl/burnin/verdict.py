@@ -1,0 +1,158 @@
+"""From what was observed of one board to its verdict: pure, so every rule is tested without a host.
+
+A board's verdict is the worst of its reasons (fail > degraded > pass); a
+reason of severity ``note`` is kept with the verdict but does not change it.
+Each reason names the criterion, says what was seen in words an operator
+acts on, and carries the evidence (the figures, the lines).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fleetctl.burnin.criteria import Criteria
+
+VERDICTS = ("pass", "degraded", "fail")
+RANK = {"pass": 0, "note": 0, "degraded": 1, "fail": 2, "error": 3}
+
+
+@dataclass(frozen=True)
+class Reason:
+    criterion: str
+    severity: str  # fail, degraded, note
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class BoardObservation:
+    """Everything the stages saw of one board (None: not read, or could not be)."""
+
+    server: str
+    device: str  # mnc2p27s0, or GPU <index>
+    kind: str  # mncore2, gpu
+    serial: str | None = None
+    slot: int | None = None
+    model: str | None = None  # the server's hardware model (criteria are per model)
+    present: bool = True  # listed by the host tool at the pre-checks
+    link_before: dict[str, Any] | None = None  # PcieLink.model_dump()
+    link_after: dict[str, Any] | None = None
+    firmware: list[tuple[str, str | None, str]] = field(default_factory=list)  # (component, current, wanted) that differ
+    throughput: float | None = None  # what the workload reported
+    checksum_ok: bool | None = None  # None: the workload says nothing of it
+    workload_ok: bool | None = None  # the program's own verdict (MN-Core PASS/FAIL, gpu-burn OK/FAULTY)
+    workload_errors: int | None = None  # compute errors counted by the workload
+    lost: str | None = None  # why the board is gone (device node vanished, DIED, no result)
+    hung: bool = False
+    errors_before: dict[str, int] = field(default_factory=dict)  # memory error counters before the workload
+    errors_after: dict[str, int] = field(default_factory=dict)
+    retired_pages: int | None = None
+    xids: list[str] = field(default_factory=list)  # kernel lines
+    diag: list[dict[str, Any]] = field(default_factory=list)  # dcgmi: {"test", "status", "message", "setup_error"}
+    telemetry: list[dict[str, Any]] = field(default_factory=list)  # {"t", "temp_c", "power_w", "clock_mhz", "source"}
+    evidence: dict[str, str] = field(default_factory=dict)  # raw lines worth keeping (the result line)
+
+
+@dataclass
+class BoardVerdict:
+    verdict: str
+    reasons: list[Reason]
+    metrics: dict[str, Any]
+
+    def reasons_as_dicts(self) -> list[dict[str, Any]]:
+        return [r.as_dict() for r in self.reasons]
+
+
+def _max(samples: list[dict[str, Any]], key: str) -> float | None:
+    values = [float(s[key]) for s in samples if isinstance(s.get(key), int | float)]
+    return max(values) if values else None
+
+
+def evaluate(obs: BoardObservation, crit: Criteria) -> BoardVerdict:
+    """The verdict of one board under ``crit`` (see criteria.yaml for the rules)."""
+    reasons: list[Reason] = []
+
+    def add(criterion: str, message: str, severity: str | None = None, **evidence: Any) -> None:
+        reasons.append(Reason(criterion, severity or crit.severity_of(criterion), message, evidence))
+
+    if not obs.present:
+        add("missing", f"{obs.device}: the inventory has this board, the host does not list it", serial=obs.serial)
+    for when, link in (("before", obs.link_before), ("after", obs.link_after)):
+        if link and link.get("degraded"):
+            add("link_degraded", f"PCIe link {when} the workload: Gen{link.get('gen')} x{link.get('width')} "
+                f"of Gen{link.get('max_gen')} x{link.get('max_width')}", when=when, link=link)  # fmt: skip
+    for comp, current, wanted in obs.firmware:
+        add("firmware", f"firmware {comp} is {current or 'unknown'}, the baseline is {wanted}", component=comp,
+            current=current, wanted=wanted)  # fmt: skip
+    if obs.retired_pages is not None and crit.retired_pages_max is not None and obs.retired_pages > crit.retired_pages_max:
+        add("memory_retired", f"{obs.retired_pages} retired memory pages (more than {crit.retired_pages_max}): replace the board",
+            retired_pages=obs.retired_pages)  # fmt: skip
+    if obs.hung:
+        add("hung", "the workload did not end in its time and was stopped")
+    if obs.lost:
+        add("device_lost", obs.lost)
+    if obs.checksum_ok is False or obs.workload_ok is False or (obs.workload_errors or 0) > 0:
+        what = []
+        if obs.checksum_ok is False:
+            what.append("wrong checksum")
+        if (obs.workload_errors or 0) > 0:
+            what.append(f"{obs.workload_errors} compute errors")
+        if obs.workload_ok is False and not what:
+            what.append("the workload reported a failure")
+        add("checksum", "; ".join(what), **{k: v for k, v in obs.evidence.items() if k == "result"})
+    for x in obs.xids:
+        add("xid", f"kernel: {x.strip()[:200]}", line=x.strip())
+    for d in obs.diag:
+        if d.get("setup_error"):
+            continue  # a setup error is the server's, not this board's (engine reports it)
+        if d.get("status") == "Fail":
+            add("diag_fail", f"dcgmi diag {d.get('test')}: {d.get('message') or 'failed'}", **d)
+        elif d.get("status") == "Warn":
+            add("diag_warn", f"dcgmi diag {d.get('test')}: {d.get('message') or 'warning'}", **d)
+    new = {k: obs.errors_after.get(k, 0) - obs.errors_before.get(k, 0) for k in obs.errors_after if k in obs.errors_before}
+    bad = {k: v for k, v in new.items() if v > 0 and not k.startswith("corrected")}
+    if bad:
+        add("new_memory_errors", "new memory errors during the run: " + ", ".join(f"{k} +{v}" for k, v in sorted(bad.items())),
+            before=obs.errors_before, after=obs.errors_after)  # fmt: skip
+    corrected = sum(v for k, v in new.items() if k.startswith("corrected") and v > 0)
+    if crit.corrected_errors_max is not None and corrected > crit.corrected_errors_max:
+        add("corrected_errors", f"{corrected} new corrected memory errors (at most {crit.corrected_errors_max})", count=corrected)
+
+    # Throughput against the model's golden value (only for a board that gave a figure).
+    metrics: dict[str, Any] = {"throughput": obs.throughput, "unit": crit.unit}
+    if obs.throughput is not None and crit.golden_throughput:
+        frac = obs.throughput / crit.golden_throughput
+        metrics["throughput_fraction"] = round(frac, 3)
+        if frac < crit.pass_fraction:
+            sev = "fail" if frac < crit.fail_fraction else "degraded"
+            add("throughput", f"throughput {obs.throughput:g} {crit.unit} is {frac:.0%} of the golden {crit.golden_throughput:g} "
+                f"(pass >= {crit.pass_fraction:.0%}, fail < {crit.fail_fraction:.0%})", sev if crit.severity_of("throughput") in
+                ("by_fraction", "fail") else crit.severity_of("throughput"), throughput=obs.throughput,
+                golden=crit.golden_throughput)  # fmt: skip
+    t = _max(obs.telemetry, "temp_c")
+    metrics["max_temp_c"] = t
+    if t is not None and crit.temp_warn_c is not None and t > crit.temp_warn_c:
+        sev = "fail" if crit.temp_max_c is not None and t > crit.temp_max_c else "degraded"
+        sev = sev if crit.severity_of("temperature") == "by_limit" else crit.severity_of("temperature")
+        add("temperature", f"reached {t:g} C (warn above {crit.temp_warn_c:g} C" +
+            (f", fail above {crit.temp_max_c:g} C)" if crit.temp_max_c is not None else ")"), sev, max_temp_c=t)  # fmt: skip
+    p = _max(obs.telemetry, "power_w")
+    metrics["max_power_w"] = p
+    if p is not None and crit.power_max_w is not None and p > crit.power_max_w:
+        add("power", f"drew {p:g} W (limit {crit.power_max_w:g} W)", max_power_w=p)
+    metrics["samples"] = len(obs.telemetry)
+    if obs.errors_after:
+        metrics["memory_errors"] = obs.errors_after
+    worst = max((RANK[r.severity] for r in reasons), default=0)
+    verdict = {0: "pass", 1: "degraded", 2: "fail"}[min(worst, 2)]
+    reasons.sort(key=lambda r: -RANK[r.severity])
+    return BoardVerdict(verdict, reasons, metrics)
+
+
+def worst(verdicts: list[str]) -> str:
+    """The worst of several verdicts (a server's is the worst of its boards'); pass for none."""
+    return max(verdicts, key=lambda v: RANK.get(v, 3), default="pass")

@@ -1,0 +1,231 @@
+"""`fleetctl burnin`: burn in accelerator boards; list and show what was stored; the HTML report.
+
+``fleetctl burnin --mncore [TARGET...]`` runs a burn-in (``run`` is the
+default subcommand); ``burnin list``, ``burnin show [RUN]`` and ``burnin
+report`` read what was stored. docs/burnin.md has the stages, the criteria
+and the exit codes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from fleetctl.cli.common import OutputOpt
+from fleetctl.cli.output import Format
+
+
+class _RunByDefault(TyperGroup):
+    """`fleetctl burnin --mncore rack-12` means `fleetctl burnin run --mncore rack-12`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(cls=_RunByDefault, no_args_is_help=False)
+
+STYLE = {"pass": "green", "degraded": "yellow", "fail": "bold red", "error": "magenta", "running": "cyan", "waiting": "dim"}
+
+
+@app.command("run")
+def run(
+    targets: Annotated[
+        list[str] | None, typer.Argument(help="Servers, racks, selectors, or all; default: every server that is due.")
+    ] = None,
+    mncore: Annotated[bool, typer.Option("--mncore", help="Burn in MN-Core boards.")] = False,
+    gpu: Annotated[bool, typer.Option("--gpu", help="Burn in GPUs.")] = False,
+    level: Annotated[str, typer.Option(help="quick, standard or extended (lengths and DCGM levels: criteria.yaml).")] = "standard",
+    duration: Annotated[float | None, typer.Option(help="Seconds of workload, instead of the level's.")] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Also servers in service (named), and boards another program holds.")
+    ] = False,
+    restart: Annotated[bool, typer.Option("--restart", help="Start afresh instead of resuming an interrupted run.")] = False,
+    concurrency: Annotated[int, typer.Option(help="Servers burned in at once.", min=1)] = 50,
+    grace: Annotated[
+        float | None, typer.Option(help="Seconds past the workload's length before it counts as hung (default: 25%, >= 30 s).", min=0)
+    ] = None,
+    criteria_file: Annotated[
+        Path | None, typer.Option("--criteria", help="Criteria and levels (default: the bundled criteria.yaml).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be burned in, touch nothing.")] = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Burn in accelerator boards: pre-checks, reset, workload with telemetry, post-checks, a verdict per board.
+
+    A failing board is marked rma (`fleetctl board rma list`) and its server
+    goes to maintenance. Exit code from the worst verdict: 0 pass, 1 degraded,
+    4 a server could not be burned in, 5 a board failed.
+    """
+    import sys
+
+    from fleetctl.burnin import criteria as crit
+    from fleetctl.burnin.engine import exit_code, plan
+    from fleetctl.burnin.engine import run as run_burnin
+    from fleetctl.cli import state
+    from fleetctl.cli.common import conn, fleet_label
+    from fleetctl.errors import InputError
+
+    if mncore == gpu:
+        raise InputError("give exactly one of --mncore and --gpu", field="--mncore/--gpu")
+    kind = "mncore" if mncore else "gpu"
+    if level not in crit.LEVELS:
+        raise InputError(f"--level {level!r}: use {', '.join(crit.LEVELS)}", field="--level")
+    criteria = crit.load(criteria_file)
+    with conn() as c:
+        p = plan(c, kind=kind, targets=list(targets or []), level=level, duration=duration, criteria=criteria, force=force, grace=grace)
+    state.fleet = fleet_label()
+    boards = sum(len(s.boards) for s in p.servers)
+    typer.echo(f"fleet: {state.fleet} ({len(p.servers)} servers, {boards} {kind} boards to burn in, "
+               f"{p.level} level, {p.seconds:g} s workload)", err=output != Format.table)  # fmt: skip
+    if dry_run or not p.servers:
+        rows = [{"server": s.name, "state": s.state, "model": s.model, "boards": len(s.boards), "action": "burn in"} for s in p.servers]
+        rows += [{"server": n, "state": None, "model": None, "boards": None, "action": f"skip: {why}"} for n, why in p.skipped.items()]
+        from fleetctl.cli.output import emit
+
+        emit(rows, output, columns=["server", "state", "model", "boards", "action"])
+        if not p.servers and not dry_run:
+            typer.echo("nothing is due: every server carrying such boards was burned in since it last changed state "
+                       "(name servers to burn them in again)", err=True)  # fmt: skip
+        return
+    live = sys.stderr.isatty() and output == Format.table
+    if live:
+        result = _with_live_table(p, lambda progress: run_burnin(p, restart=restart, concurrency=concurrency, progress=progress))
+    else:
+        result = run_burnin(p, restart=restart, concurrency=concurrency)
+    _report(p, result, output)
+    raise typer.Exit(exit_code(result.worst))
+
+
+def _with_live_table(p: Any, go: Any) -> Any:
+    """Run ``go(progress)`` under a live table of the servers: stage, boards' verdicts, time."""
+    import time
+
+    from rich.live import Live
+    from rich.table import Table
+
+    from fleetctl.cli.output import console
+
+    rows: dict[str, dict[str, Any]] = {s.name: {"stage": "waiting", "boards": "", "t0": None, "t1": None} for s in p.servers}
+
+    def render() -> Table:
+        t = Table(title=f"burn-in --{p.kind} ({p.level}, {p.seconds:g} s)", expand=False)
+        for col in ("server", "stage", "boards", "elapsed"):
+            t.add_column(col)
+        now = time.monotonic()
+        shown = sorted(rows.items(), key=lambda kv: (kv[1]["stage"] == "waiting", kv[0]))[:40]
+        for name, r in shown:
+            el = "" if r["t0"] is None else f"{(r['t1'] or now) - r['t0']:.0f} s"
+            t.add_row(name, f"[{STYLE.get(r['stage'], '')}]{r['stage']}[/]", r["boards"], el)
+        if len(rows) > len(shown):
+            left = {k: sum(1 for r in rows.values() if r["stage"] == k) for k in ("waiting", "running")}
+            t.caption = f"... and {len(rows) - len(shown)} more ({left['running']} running, {left['waiting']} waiting)"
+        return t
+
+    with Live(render(), console=console(stderr=True), refresh_per_second=2, transient=True) as lv:
+
+        def progress(server: str, stage: str, info: dict[str, Any]) -> None:
+            r = rows.setdefault(server, {"stage": "waiting", "boards": "", "t0": None, "t1": None})
+            if stage == "running":
+                r.update(stage="running", t0=time.monotonic())
+            elif stage == "done":
+                r.update(stage=info.get("verdict", "done"), t1=time.monotonic())
+                if r["t0"] is None:
+                    r["t0"] = r["t1"]
+                b = info.get("boards") or {}
+                r["boards"] = " ".join(f"[{STYLE.get(v, '')}]{v[0].upper()}[/]" for v in b.values()) or (info.get("error") or "")[:60]
+            lv.update(render())
+
+        return go(progress)
+
+
+def _report(p: Any, result: Any, output: Format) -> None:
+    from fleetctl.cli.output import console, emit, emit_one
+
+    if output != Format.table:
+        emit_one({"run": result.run_id, "resumed": result.resumed, "kind": p.kind, "level": p.level, "duration_s": p.seconds,
+                  "workload_s": round(result.workload_s, 2), "elapsed_s": round(result.elapsed_s, 2), "counts": result.counts,
+                  "worst": result.worst, "boards": [b.row() for b in result.boards], "rma": result.rma,
+                  "to_maintenance": result.to_maintenance, "notes": {k: v for k, v in result.notes.items() if v}}, output)  # fmt: skip
+        return
+    rows = []
+    for b in result.boards:
+        m = b.metrics
+        main = [r for r in b.reasons if r["severity"] != "note"] or b.reasons
+        rows.append({"server": b.server, "board": b.device, "serial": b.serial, "verdict": b.verdict + (" (earlier)" if b.resumed else ""),
+                     "throughput": m.get("throughput"), "max °C": m.get("max_temp_c"),
+                     "why": "; ".join(r["message"] for r in main[:2]) + (f" (+{len(main) - 2})" if len(main) > 2 else "")})  # fmt: skip
+    emit(rows, output, columns=["server", "board", "serial", "verdict", "throughput", "max °C", "why"],
+         styles={"verdict": lambda v: STYLE.get(str(v).split(" ")[0])})  # fmt: skip
+    out = console()
+    c = result.counts
+    out.print(f"burn-in run {result.run_id}{' (resumed)' if result.resumed else ''}: {len(result.boards)} results in "
+              f"{result.elapsed_s:.1f} s (workload {result.workload_s:.1f} s): "
+              + ", ".join(f"[{STYLE[k]}]{c.get(k, 0)} {k}[/]" for k in ("pass", "degraded", "fail", "error")))  # fmt: skip
+    if result.rma:
+        out.print(f"[bold red]{len(result.rma)} board(s) marked rma[/]: {', '.join(result.rma)} (fleetctl board rma list)")
+    if result.to_maintenance:
+        out.print(f"moved to maintenance: {', '.join(result.to_maintenance)}")
+
+
+@app.command("list")
+def list_(
+    limit: Annotated[int, typer.Option(help="Most recent runs shown.", min=1)] = 20,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Burn-in runs, newest first, with their boards by verdict."""
+    from fleetctl.burnin.history import runs
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+
+    with conn() as c:
+        rows = runs(c, limit=limit)
+    emit(rows, output, columns=["run", "started", "state", "kind", "level", "duration_s", "servers", "pass", "degraded", "fail", "error",
+                                "actor"])  # fmt: skip
+
+
+@app.command("show")
+def show(
+    run_id: Annotated[int | None, typer.Argument(metavar="[RUN]", help="A run id (default: the latest).")] = None,
+    board: Annotated[str | None, typer.Option(help="Only this board (serial), with every reason and its telemetry.")] = None,
+    output: OutputOpt = Format.table,
+) -> None:
+    """The verdict of each board of a run, with why."""
+    from fleetctl.burnin.history import results
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+
+    with conn() as c:
+        rid, rows = results(c, run_id, serial=board)
+    if output != Format.table:
+        emit(rows, output)
+        return
+    table = [{"server": r["server"], "board": r["device"], "serial": r["serial"], "verdict": r["verdict"],
+              "throughput": (r["metrics"] or {}).get("throughput"), "max °C": (r["metrics"] or {}).get("max_temp_c"),
+              "why": "; ".join(x["message"] for x in r["reasons"] if x["severity"] != "note")} for r in rows]  # fmt: skip
+    emit(table, output, title=f"burn-in run {rid}", columns=["server", "board", "serial", "verdict", "throughput", "max °C", "why"],
+         styles={"verdict": lambda v: STYLE.get(v)})  # fmt: skip
+    if board and rows:
+        emit([{"t": s.get("t"), "source": s.get("source"), "sensor": s.get("sensor"), "temp_c": s.get("temp_c"),
+               "power_w": s.get("power_w"), "clock_mhz": s.get("clock_mhz")} for s in rows[0]["telemetry"]], output,
+             title="telemetry")  # fmt: skip
+
+
+@app.command("report")
+def report(
+    html: Annotated[Path | None, typer.Option("--html", help="Write the page here (default: burnin-report.html).")] = None,
+    run_id: Annotated[int | None, typer.Option("--run", help="The run (default: the latest).")] = None,
+) -> None:
+    """One self-contained HTML page: per board its verdict, history and telemetry plots."""
+    from fleetctl.burnin.report import render
+    from fleetctl.cli.common import conn
+
+    target = html or Path("burnin-report.html")
+    with conn() as c:
+        page = render(c, run_id)
+    target.write_text(page)
+    typer.echo(f"wrote {target}")
