@@ -1,8 +1,9 @@
-"""`fleetctl firmware`: what each server runs, against its model's baseline."""
+"""`fleetctl firmware`: what each server runs against its model's baseline, and the campaign that fixes it."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import enum
+from typing import Annotated, Any
 
 import typer
 
@@ -11,6 +12,25 @@ from fleetctl.cli.output import Format
 from fleetctl.cli.power import TargetsArg
 
 app = typer.Typer(no_args_is_help=True)
+
+
+class ApplyTime(enum.StrEnum):
+    immediate = "immediate"
+    on_reset = "on-reset"
+
+
+def _baselines() -> dict[str, dict[str, str]]:
+    """{server: {baseline component: version}} from each server's hardware model."""
+    from sqlalchemy import select
+
+    from fleetctl.cli.common import conn
+    from fleetctl.inventory.queries import fb_t, srv_t
+
+    want: dict[str, dict[str, str]] = {}
+    with conn() as c:
+        for r in c.execute(select(srv_t.c.name, fb_t.c.component, fb_t.c.version).join(fb_t, fb_t.c.model_id == srv_t.c.model_id)):
+            want.setdefault(r.name, {})[r.component] = r.version
+    return want
 
 
 @app.command("list")
@@ -55,66 +75,191 @@ def list_(targets: TargetsArg, output: OutputOpt = Format.table) -> None:
         raise typer.Exit(1)
 
 
+@app.command("check")
+def check(targets: TargetsArg, output: OutputOpt = Format.table) -> None:
+    """Compliance per server and component: current, wanted and the action a campaign would take (exit 1 when not compliant)."""
+    from fleetctl.cli.bmcrun import resolve, run_with_progress, tally
+    from fleetctl.cli.output import emit
+    from fleetctl.workflows.firmware_policy import COMPLIANT, compliance
+
+    servers = resolve(targets, output)
+    want = _baselines()
+
+    async def op(bmc):  # type: ignore[no-untyped-def]
+        return await bmc.firmware.inventory()
+
+    outcomes = run_with_progress(servers, op, kind="firmware.check", targets=targets, output=output)
+    rows: list[dict[str, Any]] = []
+    off = 0
+    for o in outcomes:
+        if not o.ok:
+            rows.append({"server": o.server, "component": None, "current": None, "wanted": None, "action": "error", "reason": None,
+                         "error": o.error})  # fmt: skip
+            continue
+        found = compliance(o.value, want.get(o.server, {}))
+        off += any(r.action not in COMPLIANT for r in found)
+        rows += [{"server": o.server, "component": r.component, "current": r.current, "wanted": r.wanted, "action": r.action,
+                  "reason": r.reason, "error": None} for r in found]  # fmt: skip
+    styles = {"action": lambda v: {"none": "green", "update": "yellow", "not-in-baseline": "dim"}.get(v, "bold red")}
+    emit(rows, output, columns=["server", "component", "current", "wanted", "action", "reason", "error"], styles=styles)
+    tally(outcomes, output, problems=off, what="not compliant")
+    if off or any(not o.ok for o in outcomes):
+        raise typer.Exit(1)
+
+
 @app.command("update")
 def update(
     targets: TargetsArg,
-    image_base: Annotated[str, typer.Option("--image-base", help="URL the BMCs fetch firmware images from.")],
+    image_base: Annotated[str, typer.Option("--image-base", help="Where the images are: an http(s) URL the BMCs fetch "
+                                            "from, or a local folder (the images are then pushed to the BMCs).")],  # fmt: skip
     template: Annotated[
         str, typer.Option(help="Image URL: {base}, {id} (the BMC's component), {component} (the baseline's), {version}.")
     ] = "{base}/{id}-{version}.bin",
-    component: Annotated[list[str] | None, typer.Option("--component", help="Only this baseline component (repeatable).")] = None,
+    component: Annotated[list[str] | None, typer.Option("--component", help="Only this component, baseline name or BMC id "
+                                                        "(repeatable); sent as Redfish Targets.")] = None,  # fmt: skip
     canary: Annotated[int, typer.Option(help="Servers in the first wave.")] = 1,
     batch: Annotated[int, typer.Option(help="Servers in each wave after the canary.")] = 10,
+    max_failures: Annotated[str, typer.Option("--max-failures", help="Failed servers that halt the waves after: a count (3) "
+                                              "or a percentage of the servers (5%). 1: the first failure halts.")] = "1",  # fmt: skip
+    allow_downgrade: Annotated[bool, typer.Option("--allow-downgrade", help="Flash a baseline older than what runs "
+                                                  "(or one that cannot be ordered); refused otherwise.")] = False,  # fmt: skip
+    apply_time: Annotated[ApplyTime, typer.Option("--apply-time", help="immediate, or on-reset: staged, then activated "
+                                                  "by one system reset per server and read back.")] = ApplyTime.immediate,  # fmt: skip
+    window: Annotated[str | None, typer.Option(help="Maintenance window START-END in UTC (22:00-04:00): a wave starts "
+                                               "only inside it.")] = None,  # fmt: skip
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Outside the window, stop (exit 1) instead of waiting; "
+                                          "run again inside it.")] = False,  # fmt: skip
+    push: Annotated[bool, typer.Option("--push", help="Upload the images (MultipartHttpPushUri) even where the BMC "
+                                       "could pull them.")] = False,  # fmt: skip
+    task_timeout: Annotated[float, typer.Option("--task-timeout", help="Seconds an update task may run.")] = 3600.0,
+    poll: Annotated[float, typer.Option(help="Seconds between reads while waiting (tasks in BMCs, power, versions).")] = 2.0,
     allow_in_service: Annotated[bool, typer.Option("--allow-in-service", help="Also update servers in service.")] = False,
     dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Bring firmware to the baseline in waves (a canary, then batches), halting at the first failure."""
-    from sqlalchemy import select
+    """Bring firmware to the baseline as a campaign: waves (a canary, then batches), a failure threshold, windows; resumable."""
+    from pathlib import Path
 
     from fleetctl.cli.bmcrun import refuse_in_service, resolve, run_with_progress
-    from fleetctl.cli.common import conn
-    from fleetctl.cli.output import emit
+    from fleetctl.cli.output import console, emit
     from fleetctl.errors import InputError
-    from fleetctl.inventory.queries import fb_t, srv_t
-    from fleetctl.workflows.firmware import operation
+    from fleetctl.targets import bmc_targets
+    from fleetctl.workflows.firmware_campaign import Campaign, CampaignOptions, check_template, is_local, run_waves
+    from fleetctl.workflows.firmware_policy import SystemClock, Threshold, Window
 
-    if not image_base.startswith(("http://", "https://")):
-        raise InputError(f"{image_base!r} is not an http(s) URL", field="--image-base")
+    # Every input is checked here, before any BMC is touched or anything written.
+    local = is_local(image_base)
+    if local and not Path(image_base.removeprefix("file://")).is_dir():
+        raise InputError(f"{image_base!r} is neither an http(s) URL nor a local folder", field="--image-base")
     if canary < 1 or batch < 1:
         raise InputError("--canary and --batch take positive numbers", field="--batch")
+    if task_timeout <= 0 or poll <= 0:
+        raise InputError("--task-timeout and --poll take positive numbers", field="--poll")
+    if no_wait and window is None:
+        raise InputError("--no-wait only means something with --window", field="--no-wait")
+    threshold = Threshold.parse(max_failures)
+    win = Window.parse(window) if window else None
+    check_template(template, image_base)
     servers = resolve(targets, output)
     refuse_in_service(servers, allow_in_service)
-    want: dict[str, dict[str, str]] = {}
-    with conn() as c:
-        for r in c.execute(select(srv_t.c.name, fb_t.c.component, fb_t.c.version).join(fb_t, fb_t.c.model_id == srv_t.c.model_id)):
-            want.setdefault(r.name, {})[r.component] = r.version
-    op = operation(want, template=template, base=image_base, only=set(component) if component else None, dry_run=dry_run)
+    _, unreachable = bmc_targets(servers)  # the credentials resolve (their values are never shown)
+    if unreachable:
+        first = next(iter(unreachable.items()))
+        more = f" (and {len(unreachable) - 1} more)" if len(unreachable) > 1 else ""
+        raise InputError(f"{first[0]}: {first[1]}{more}")
+    opts = CampaignOptions(template=template, base=image_base.removeprefix("file://") if local else image_base,
+                           only=set(component) if component else None, allow_downgrade=allow_downgrade,
+                           apply_time=apply_time.value, push=push, task_timeout=task_timeout, poll=poll)  # fmt: skip
+    want = _baselines()
+    ids = {s.name: s.id for s in servers}
+    args = {"image_base": image_base, "template": template, "components": sorted(component or []), "max_failures": str(threshold),
+            "allow_downgrade": allow_downgrade, "apply_time": apply_time.value, "window": window, "push": push}  # fmt: skip
     waves = [servers[:canary]] + [servers[i : i + batch] for i in range(canary, len(servers), batch)]
-    rows, failed, halted = [], 0, False
-    for n, wave in enumerate(w for w in waves if w):
-        if halted:
-            rows += [{"wave": n, "server": s.name, "component": None, "from": None, "to": None, "result": "not attempted",
-                      "message": "halted after a failure in an earlier wave"} for s in wave]  # fmt: skip
-            continue
-        outcomes = run_with_progress(wave, op, kind="firmware.plan" if dry_run else "firmware.update", targets=targets,
-                                     args={"image_base": image_base, "wave": n}, output=output)  # fmt: skip
-        for o in outcomes:
-            if not o.ok:
-                failed += 1
-                rows.append({"wave": n, "server": o.server, "component": None, "from": None, "to": None,
-                             "result": "failed", "message": o.error})  # fmt: skip
-                continue
-            if not o.value:
-                rows.append({"wave": n, "server": o.server, "component": None, "from": None, "to": None,
-                             "result": "at baseline", "message": None})  # fmt: skip
-            for u in o.value:
-                rows.append({"wave": n, "server": o.server, "component": u.id, "from": u.before, "to": u.baseline,
-                             "result": "would update" if dry_run else u.state,
-                             "message": u.image if dry_run else u.message})  # fmt: skip
-        halted = failed > 0 and not dry_run
-    emit(rows, output, columns=["wave", "server", "component", "from", "to", "result", "message"],
-         styles={"result": lambda v: {"updated": "green", "at baseline": "green", "would update": "yellow"}.get(v, "bold red")},
-         )  # fmt: skip
-    if failed:
+    if local:
+        _check_local_images(servers, opts, want, ids, targets, output)
+
+    def say(line: str) -> None:
+        console(stderr=True).print(line)
+
+    if dry_run:
+        planner = Campaign(None, None, opts, want, ids, actor="")
+        report = run_waves(servers, waves, lambda n, w: run_with_progress(w, planner.dry_run, kind="firmware.plan", targets=targets,
+                                                                           args={**args, "wave": n}, output=output),
+                           planner, threshold=threshold, window=win, wait=False, clock=SystemClock(), dry_run=True)  # fmt: skip
+    else:
+        report = _campaign(servers, waves, opts, want, ids, targets, args, threshold, win, not no_wait, output, say)
+    emit(report.rows, output, columns=["wave", "server", "component", "from", "to", "after", "result", "message"],
+         styles={"result": lambda v: {"updated": "green", "at baseline": "green", "would update": "yellow",
+                                      "would downgrade": "yellow"}.get(v, "bold red")})  # fmt: skip
+    if output == Format.table and report.halted:
+        say(f"halted: {report.failed} server(s) failed (threshold {threshold}); the waves after were not attempted")
+    ok = {"updated", "at baseline", "would update", "would downgrade"}
+    if any(r["result"] not in ok for r in report.rows) and not (dry_run and report.failed == 0):
         raise typer.Exit(1)
+
+
+def _check_local_images(servers: list[Any], opts: Any, want: dict[str, dict[str, str]], ids: dict[str, int], targets: list[str],
+                        output: Format) -> None:  # fmt: skip
+    """Images pushed from local files must all exist: read the inventories (read-only) and look before the first flash."""
+    from pathlib import Path
+
+    from fleetctl.cli.bmcrun import run_with_progress
+    from fleetctl.errors import InputError
+    from fleetctl.workflows.firmware_campaign import Campaign
+
+    planner = Campaign(None, None, opts, want, ids, actor="")
+    run_with_progress(servers, planner.dry_run, kind="firmware.plan", targets=targets, output=output)
+    missing = sorted({f.image for r in planner.results.values() for f in r.flashes if f.state == "planned" and not Path(f.image).is_file()})
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise InputError(f"image {missing[0]} not found{more}; nothing was flashed", field="--image-base")
+
+
+def _campaign(servers: list[Any], waves: list[list[Any]], opts: Any, want: dict[str, dict[str, str]], ids: dict[str, int],
+              targets: list[str], args: dict[str, Any], threshold: Any, win: Any, wait: bool, output: Format,
+              say: Any) -> Any:  # fmt: skip
+    """The campaign proper: the servers locked (stale locks of dead runs recovered), a journaled job, the waves."""
+    from fleetctl.cli.bmcrun import run_with_progress
+    from fleetctl.inventory.service import actor
+    from fleetctl.lifecycle.locks import break_lock, owner_id, release, try_lock
+    from fleetctl.store import get_engine, immediate
+    from fleetctl.workflows.firmware_campaign import KIND, PREFIX, Campaign, WaveReport, _event, run_waves
+    from fleetctl.workflows.firmware_policy import SystemClock
+    from fleetctl.workflows.journal import AsyncJournal, JobState, Journal
+
+    engine = get_engine()
+    me, who = owner_id(), actor()
+    names = [s.name for s in servers]
+    got, busy = try_lock(engine, names, purpose="firmware update", owner=me)
+    stale = [n for n, why in busy.items() if why.stale]
+    for n in stale:
+        old = break_lock(engine, n)
+        with immediate(engine) as conn:
+            _event(conn, actor=who, action="server.unlock", kind="server", name=n,
+                   detail=f"stale lock of {old} (process gone) recovered", reason="firmware campaign resumes")  # fmt: skip
+    if stale:
+        got2, busy2 = try_lock(engine, stale, purpose="firmware update", owner=me)
+        got += got2
+        busy = {**{n: w for n, w in busy.items() if n not in stale}, **busy2}
+    journal = Journal.open(engine, kind=KIND, target=" ".join(targets), args=args, actor=who, prefix=PREFIX)
+    aj = AsyncJournal(journal)
+    campaign = Campaign(engine, aj, opts, want, ids, actor=who)
+    mine = [s for s in servers if s.name in got]
+    try:
+        report = run_waves(mine, [[s for s in w if s.name in got] for w in waves],
+                           lambda n, w: run_with_progress(w, campaign.op, kind="firmware.update", targets=targets,
+                                                          args={**args, "wave": n, "job": journal.job_id}, output=output),
+                           campaign, threshold=threshold, window=win, wait=wait, clock=SystemClock(), dry_run=False, say=say)  # fmt: skip
+    except BaseException:
+        aj.close()
+        journal.finish(JobState.INTERRUPTED, "stopped")
+        release(engine, got, owner=me)
+        raise
+    aj.close()
+    release(engine, got, owner=me)
+    rows = report.rows + [{"wave": None, "server": n, "component": None, "from": None, "to": None, "after": None,
+                           "result": "not attempted", "message": str(why)} for n, why in busy.items()]  # fmt: skip
+    bad = report.failed or report.halted or report.stopped_for_window or busy
+    why = f"{report.failed} server(s) failed" if report.failed else ("outside the window" if report.stopped_for_window else None)
+    journal.finish(JobState.FAILED if bad else JobState.SUCCEEDED, why)
+    return WaveReport(rows, report.failed, report.halted, report.stopped_for_window)

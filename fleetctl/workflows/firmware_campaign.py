@@ -206,15 +206,20 @@ def record_failure(engine: Any, server: str, f: Flash, evidence: dict[str, Any],
 class Campaign:
     """The per-server operation of a campaign, with what it found (:attr:`results`)."""
 
-    def __init__(self, engine: Any, journal: AsyncJournal, opts: CampaignOptions, want: dict[str, dict[str, str]],
+    def __init__(self, engine: Any, journal: AsyncJournal | None, opts: CampaignOptions, want: dict[str, dict[str, str]],
                  server_ids: dict[str, int], *, actor: str) -> None:  # fmt: skip
         self.engine = engine
-        self.journal = journal
+        self._journal = journal  # None: a plan only (dry run), nothing journaled
         self.opts = opts
         self.want = want
         self.ids = server_ids
         self.actor = actor
         self.results: dict[str, ServerRun] = {}
+
+    @property
+    def journal(self) -> AsyncJournal:
+        assert self._journal is not None, "a campaign without a journal only plans"
+        return self._journal
 
     async def dry_run(self, bmc: Any) -> ServerRun:
         run = ServerRun(bmc.target.name, plan(await bmc.firmware.inventory(), self.want.get(bmc.target.name, {}), self.opts))
@@ -534,7 +539,8 @@ def rows_for(wave: int, run: ServerRun | None, server: str, error: str | None, *
     out = []
     for f in shown:
         if dry_run:
-            result = {"planned": "would update" if f.action == UPDATE else "would downgrade"}.get(f.state, f.state)
+            would = {"planned": "would update" if f.action == UPDATE else "would downgrade", "refused": "would refuse"}
+            result = would.get(f.state, f.state)
             message = f.image if f.state == "planned" else f.message
         else:
             result, message = f.state, f.message
