@@ -6,8 +6,10 @@ time minus the workload) <= 10 s; fleetctl's CPU per board and its peak
 memory are reported.
 
 1. The site: ``fleetctl_lab.sitegen.fleet(N)`` (1U MN-Server 2, four MN-Core
-   2 boards each), its switches and cabling dropped: the burn-in never talks
-   to a switch, and the lab's snmpsim would only take CPU from the run.
+   2 boards each), its switches and cabling dropped (the burn-in never talks
+   to a switch, and the lab's snmpsim would only take CPU from the run), with
+   the example site's provisioning section (which the lab fills with its SSH
+   user, key and known_hosts).
 2. The lab, with the real CLI: ``fleetctl lab up --site SITE`` on a temporary
    lab folder (a BMC and an SSH host per server), short power, install and
    boot times. Every server is PXE-booted by fleetctl itself (``boot set all
@@ -17,7 +19,8 @@ memory are reported.
    child process (what ``server set-state ... ready --force`` does, without
    250 CLI start-ups).
 3. ``fleetctl burnin --mncore all --level L --duration D -o json`` as a
-   process of its own (the lab's database selected with FLEETCTL_DB): wall
+   process of its own (the lab's database selected with FLEETCTL_DB; every
+   server at once unless ``--concurrency`` says otherwise): wall
    time, its CPU (user+sys) and peak RSS from ``os.wait4`` (children
    included), and the lab daemon's CPU over the same window (its own and its
    waited-for children's: the stand-ins the hosts ran). The JSON is checked:
@@ -110,7 +113,9 @@ def measured(cmd: list[str], env: dict[str, str], stdout: Any, timeout: float) -
 
 def h_site(servers: int, out: str, expected_out: str) -> None:
     """The site (no switches) and, for the parent, each server's board serials."""
-    from fleetctl_lab.sitegen import fleet
+    import copy
+
+    from fleetctl_lab.sitegen import PROVISIONING, fleet
 
     from fleetctl.inventory.render import dump_yaml
 
@@ -120,6 +125,9 @@ def h_site(servers: int, out: str, expected_out: str) -> None:
             r.pop("switches", None)
         site["racks"] = [r for r in site["racks"] if r.get("servers")]
         site["cabling"] = []
+        # fleet()'s sites have no provisioning section, and the lab gives its SSH user, key and
+        # known_hosts only to a site that has one: without it fleetctl cannot log in to the hosts.
+        site["provisioning"] = copy.deepcopy(PROVISIONING)
     Path(out).write_text(dump_yaml(doc))
     expected = {s["name"]: [b["serial"] for b in s["boards"]] for site in doc["sites"] for r in site["racks"] for s in r["servers"]}
     Path(expected_out).write_text(json.dumps(expected))
@@ -279,9 +287,8 @@ def check_result(doc: dict[str, Any], expected: dict[str, list[str]]) -> list[st
 
 def burnin_phase(lab: dict[str, Any], tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     env = child_env(FLEETCTL_DB=lab["db"])
-    cmd = [*FLEETCTL, "burnin", "--mncore", "all", "--level", args.level, "--duration", f"{args.duration:g}", "-o", "json"]
-    if args.concurrency:
-        cmd += ["--concurrency", str(args.concurrency)]
+    cmd = [*FLEETCTL, "burnin", "--mncore", "all", "--level", args.level, "--duration", f"{args.duration:g}",
+           "--concurrency", str(args.concurrency), "-o", "json"]  # fmt: skip
     say(f"\n[1] {' '.join(['fleetctl', *cmd[len(FLEETCTL):]])} (load {load()})")
     out_path = tmp / "burnin.json"
     d0, load0 = daemon_cpu(lab["pid"]), load()
@@ -298,7 +305,8 @@ def burnin_phase(lab: dict[str, Any], tmp: Path, args: argparse.Namespace) -> di
     m["problems"] = check_result(doc, lab["expected"])
     if m["rc"] != 0:
         m["problems"].insert(0, f"exit {m['rc']}{' (killed: timed out)' if m['timed_out'] else ''}: {m['stderr'].strip()[-1500:]}")
-    say(f"  wall {m['wall']:.1f} s, workload_s {workload}, run {doc.get('run')}, counts {doc.get('counts')}, exit {m['rc']}")
+    say(f"  wall {m['wall']:.1f} s (the run's own elapsed_s {doc.get('elapsed_s')}), workload_s {workload}, run {doc.get('run')}, "
+        f"counts {doc.get('counts')}, exit {m['rc']}")  # fmt: skip
     say(f"  overhead (wall - duration) {m['wall'] - args.duration:.1f} s"
         + (f"; wall - workload_s {m['wall'] - float(workload):.1f} s" if isinstance(workload, int | float) else ""))  # fmt: skip
     say(f"  fleetctl CPU {m['cpu']:.1f} s (user {m['user']:.1f}, sys {m['sys']:.1f}) = {m['cpu'] / max(nb, 1) * 1000:.1f} ms per board "
@@ -311,7 +319,7 @@ def burnin_phase(lab: dict[str, Any], tmp: Path, args: argparse.Namespace) -> di
 
 
 def floor_phase(lab: dict[str, Any], tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
-    conc = args.concurrency or len(lab["expected"])
+    conc = args.concurrency
     say(f"\n[2] the floor: bare asyncssh, {len(lab['expected'])} hosts, {conc} at once, listing + burn-in program "
         f"{args.duration:g} s on every board (load {load()})")  # fmt: skip
     out = tmp / "floor.json"
@@ -350,14 +358,16 @@ def main() -> int:
     p.add_argument("--servers", type=int, default=250, help="lab servers, four MN-Core boards each")
     p.add_argument("--duration", type=float, default=60.0, help="the workload's seconds (burnin --duration)")
     p.add_argument("--level", default="quick", choices=["quick", "standard", "extended"])
-    p.add_argument("--concurrency", type=int, default=0, help="servers at once (0: the CLI's default; the floor: all)")
+    p.add_argument("--concurrency", type=int, default=0, help="servers at once, for fleetctl and the floor (0: all of them; "
+                   "the CLI's own default is 50, which takes five waves of 250)")
     p.add_argument("--install-time", type=float, default=2.0, help="the lab's OS install time (lab up --install-time)")
     p.add_argument("--skip-floor", action="store_true", help="skip the bare asyncssh client")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (site, burn-in JSON, the lab's log)")
     args = p.parse_args()
+    args.concurrency = args.concurrency or args.servers
     S.B.raise_nofile()  # 250 SSH sessions in one client, 250 more in the lab daemon (inherited by both)
     say(f"bench/burnin.py: {args.servers} lab servers x {BOARDS_PER_SERVER} MN-Core boards, level {args.level}, "
-        f"workload {args.duration:g} s; concurrency {args.concurrency or 'default'}")  # fmt: skip
+        f"workload {args.duration:g} s; concurrency {args.concurrency}")  # fmt: skip
     say(f"machine: {os.cpu_count()} CPUs, load average at start {load()}")
     has_cli = cli_has_burnin()
     if not has_cli:
