@@ -19,7 +19,6 @@ import math
 import os
 import tempfile
 from dataclasses import dataclass, field
-from html import escape
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,6 +26,11 @@ from typing import Any
 from sqlalchemy import select
 
 from fleetctl.errors import InputError, NotFound
+from fleetctl.report_html import BASE_CSS, escape, page_head
+from fleetctl.report_html import axis as _axis
+from fleetctl.report_html import badge as _badge
+from fleetctl.report_html import nice_top as _nice_top
+from fleetctl.report_html import when as _when
 from fleetctl.store import tables as T
 from fleetctl.sweep import history
 from fleetctl.sweep.times import aware_utc, duration, span
@@ -70,11 +74,6 @@ def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
 
 
 _utc = aware_utc
-
-
-def _when(v: Any) -> str:
-    t = _utc(v)
-    return t.strftime("%Y-%m-%d %H:%M") if t else ""
 
 
 # ------------------------------------------------------------------ the data
@@ -252,18 +251,8 @@ def write_atomic(path: Path, text: str) -> None:
 
 # ------------------------------------------------------------------ the page
 
-_CSS = """
-:root{--crit:#d62728;--unk:#9467bd;--warn:#f0a500;--ok:#2ca02c;--none:#b8b8b8;--fg:#1d1d1f;--muted:#666;--line:#ddd}
-*{box-sizing:border-box}
-body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);margin:0;background:#fafafa}
-header{padding:16px 24px;background:#20232a;color:#eee}
-header h1{margin:0 0 4px;font-size:20px}
-header p{margin:2px 0;color:#bbb}
-main{padding:0 24px 48px}
-h2{margin:28px 0 8px;font-size:17px;border-bottom:1px solid var(--line);padding-bottom:4px}
-.cards{display:flex;gap:12px;margin-top:16px;flex-wrap:wrap}
-.card{background:#fff;border:1px solid var(--line);border-left:6px solid var(--none);padding:8px 14px;min-width:120px}
-.card b{display:block;font-size:22px}
+# The sweep's own rules, after the shared ones.
+_CSS = BASE_CSS + """
 .card.critical{border-left-color:var(--crit)}.card.unknown{border-left-color:var(--unk)}
 .card.warning{border-left-color:var(--warn)}.card.ok{border-left-color:var(--ok)}
 .filter{position:sticky;top:0;z-index:5;background:#fafafa;padding:10px 0;border-bottom:1px solid var(--line)}
@@ -284,27 +273,14 @@ h2{margin:28px 0 8px;font-size:17px;border-bottom:1px solid var(--line);padding-
 .st-warning{background-color:var(--warn)}.st-ok{background-color:var(--ok);color:#fff}.st-none{background-color:var(--none)}
 .nomatch.dev{visibility:hidden}
 tr.nomatch,li.nomatch{display:none}
-.legend span{display:inline-block;margin-right:14px}
-.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px;border:1px solid #0004}
 .elev-wrap{display:flex;gap:20px;align-items:flex-start}
 #elevations{flex:1 1 auto;min-width:0}
 #panels{flex:0 0 min(600px,48%);position:sticky;top:64px;max-height:calc(100vh - 80px);overflow:auto;margin-top:28px;
  background:#fff;border:1px solid var(--line);border-left:6px solid #0a58ca;padding:0 12px}
 #panels h2{margin-top:10px}
-table{border-collapse:collapse;background:#fff;margin:6px 0 12px}
-th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f0f0f0}
-td.num{text-align:right}
-.badge{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px}
 .ack{color:var(--muted);font-style:italic}
 .new{font-weight:700}
 .tgt{color:#0a58ca;cursor:pointer;text-decoration:underline}
-.muted{color:var(--muted)}
-.bar{display:inline-block;height:10px;vertical-align:middle}
-.plots{display:flex;gap:24px;flex-wrap:wrap}
-.plot{background:#fff;border:1px solid var(--line);padding:8px;overflow-x:auto;max-width:100%}
-.plot h3{margin:0 0 4px;font-size:13px}
-svg text{font:10px system-ui,sans-serif}
 @media print{.filter{position:static}.dev{cursor:default}}
 """
 
@@ -333,10 +309,6 @@ _JS = """
 """
 
 
-def _badge(status: str) -> str:
-    return f'<span class="badge st-{escape(status)}">{escape(status)}</span>'
-
-
 def _head(latest: dict[str, Any], base: dict[str, Any] | None, base_why: str, fleet: str, now: dt.datetime,
           since: dt.datetime | None) -> str:  # fmt: skip
     title = f"fleetctl health report: sweep {latest['id']}"
@@ -348,14 +320,7 @@ def _head(latest: dict[str, Any], base: dict[str, Any] | None, base_why: str, fl
         f"generated {_when(now)} UTC" + (f" from {escape(fleet)}" if fleet else "")
         + (f"; window since {since.strftime('%Y-%m-%d %H:%M')} UTC" if since else ""),
     ]  # fmt: skip
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-            # The page may fetch nothing: no script, style, font or image from anywhere but itself.
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-            "script-src 'unsafe-inline'; img-src data:\">\n"
-            "<link rel=\"icon\" href=\"data:,\">\n"
-            "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n"
-            f"<title>{escape(title)}</title>\n<style>{_CSS}</style></head><body>\n"
-            f"<header><h1>{escape(title)}</h1>" + "".join(f"<p>{x}</p>" for x in lines) + "</header>\n<main>")  # fmt: skip
+    return page_head(title, lines, _CSS)
 
 
 def _summary(latest: dict[str, Any], found: list[dict[str, Any]]) -> str:
@@ -505,27 +470,6 @@ def _firmware_section(rows: list[dict[str, Any]]) -> str:
 
 
 # ------------------------------------------------------------------ the plots (inline SVG)
-
-
-def _nice_top(v: float) -> float:
-    if v <= 0:
-        return 1.0
-    mag = 10 ** math.floor(math.log10(v))
-    for m in (1, 2, 2.5, 5, 10):
-        if v <= m * mag:
-            return float(m * mag)
-    return float(10 * mag)
-
-
-def _axis(x0: int, y0: int, plot_h: int, width: int, top: float, unit: str) -> list[str]:
-    out = []
-    for i in range(5):
-        v = top * i / 4
-        y = y0 - plot_h * i / 4
-        out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + width}" y2="{y:.1f}" stroke="#e5e5e5"/>')
-        out.append(f'<text x="{x0 - 4}" y="{y + 3:.1f}" text-anchor="end">{v:g}{unit}</text>')
-    out.append(f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y0 - plot_h}" stroke="#888"/>')
-    return out
 
 
 def temperature_svg(targets: list[dict[str, Any]], racks: list[dict[str, Any]]) -> str:
