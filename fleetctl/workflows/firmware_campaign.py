@@ -494,6 +494,7 @@ class Campaign:
             f.after = inv.get(f.id)
             if f.after == f.wanted:
                 f.state = "updated"
+                f.method = f"{f.method}, staged OnReset"
                 f.message = (f.message + "; " if f.message else "") + "staged, activated by a system reset"
                 await j.end_step(s, StepState.SUCCEEDED, output={"phase": "done", "after": f.after, "activated_by": "reset"})
                 await asyncio.to_thread(record_change, self.engine, run.server, f, actor=self.actor, job_id=j.job_id)
