@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -134,7 +135,8 @@ def _due(conn: Any, names: list[str], kind: str) -> dict[str, str | None]:
         last_run[r.server] = r.at
     last_move: dict[str, Any] = {}
     q2 = (select(T.event.c.object_name, func.max(T.event.c.at).label("at"))
-          .where(T.event.c.action == "server.state", T.event.c.object_name.in_(names))
+          # a move burn-in made itself (a fail sends the server to maintenance) does not make it due again
+          .where(T.event.c.action == "server.state", T.event.c.object_name.in_(names), T.event.c.reason.not_like("burn-in run %"))
           .group_by(T.event.c.object_name))  # fmt: skip
     for r in conn.execute(q2):
         last_move[r.object_name] = r.at
@@ -257,7 +259,9 @@ def _open_run(engine: Any, p: Plan, *, restart: bool, actor: str) -> tuple[int, 
             return int(last.id), True, done & set(names)
         if last is not None and restart:
             conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == last.id).values(state="abandoned"))
-        run_id = conn.execute(insert(T.burnin_run).values(
+        from fleetctl.models import BurninRun
+
+        run_id = conn.execute(insert(BurninRun.__table__).values(
             started_at=utcnow(), state="running", kind=p.kind, level=p.level, duration_s=p.seconds, selector=p.selector, actor=actor,
             host=socket.gethostname(), pid=os.getpid(), servers=names, counts={})).inserted_primary_key[0]  # type: ignore[index]  # fmt: skip
     return int(run_id), False, set()
@@ -275,8 +279,6 @@ def _stored(engine: Any, run_id: int, servers: set[str]) -> list[BoardResult]:
 
 def _firmware_drift(components: list[Any], baseline: dict[str, str], boards: list[BoardObservation]) -> None:
     """Board firmware that differs from the model's baseline, onto the board of its slot (``<kind>_slot<N>_...``)."""
-    import re
-
     from fleetctl.workflows.firmware import baseline_key
 
     by_slot = {o.slot: o for o in boards}
@@ -385,7 +387,7 @@ def run(p: Plan, *, restart: bool = False, concurrency: int = 50, progress: Prog
         Locked: a server is held by another workflow (nothing was touched).
     """
     from fleetctl.inventory.service import actor as whoami
-    from fleetctl.lifecycle.locks import acquire
+    from fleetctl.lifecycle.locks import acquire_recovering
     from fleetctl.models.base import utcnow
     from fleetctl.store import get_engine, immediate
     from fleetctl.store import tables as T
@@ -395,7 +397,7 @@ def run(p: Plan, *, restart: bool = False, concurrency: int = 50, progress: Prog
     actor = whoami()
     names = [s.name for s in p.servers]
     t_start = time.monotonic()
-    with acquire(engine, names, purpose=f"burnin --{p.kind}"):
+    with acquire_recovering(engine, names, purpose=f"burnin --{p.kind}", reason="burn-in resumes"):
         run_id, resumed, done_before = _open_run(engine, p, restart=restart, actor=actor)
         journal = Journal.open(engine, kind="burnin", target=p.selector, actor=actor,
                                args={"run": run_id, "kind": p.kind, "level": p.level, "seconds": p.seconds})  # fmt: skip
@@ -481,9 +483,18 @@ def _judge(p: Plan, sp: ServerPlan, outcome: HostOutcome, firmware: list[Any] | 
         crit = p.criteria.for_board(obs.kind, sp.model)
         v = evaluate(obs, crit)
         v.reasons.extend(Reason("host", "note", n) for n in outcome.notes)  # server-level facts, kept with each board
-        telemetry = obs.telemetry + bmc_samples
+        telemetry = obs.telemetry + [x for x in bmc_samples if _sensor_slot(str(x.get("sensor", ""))) == obs.slot]
         out.append(BoardResult(sp.name, obs.serial, obs.device, obs.slot, v.verdict, v.reasons_as_dicts(), v.metrics, telemetry))
     return out
+
+
+_SENSOR = re.compile(r"(?:mn-?core|gpu|accel\w*)\s*_?(\d+)", re.IGNORECASE)
+
+
+def _sensor_slot(name: str) -> int | None:
+    """The board slot a BMC sensor is about (``MNCore2 Temp``, ``GPU 3 Temp``), None for the rest (inlet, CPU)."""
+    m = _SENSOR.search(name)
+    return int(m.group(1)) if m else None
 
 
 def exit_code(verdict: str) -> int:

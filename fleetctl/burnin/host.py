@@ -192,6 +192,8 @@ async def _stream(conn: Any, cmd: str, deadline: float, on_line: Callable[[str, 
         return proc.exit_status, False
     except TimeoutError:
         pumps.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await pumps  # retrieve the cancellation, so that nothing is logged as never retrieved
         proc.close()
         return None, True
 
@@ -312,7 +314,10 @@ async def _mncore(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
     q = shlex.quote(sem)
     text = await _run(conn, f'[ -d {q} ] || exit 0; for f in {q}/*; do [ -e "$f" ] || continue; '
                             f'pid=$(sed -n "s/.*pid \\([0-9][0-9]*\\).*/\\1/p" "$f" | head -n1); '
-                            f'if [ -n "$pid" ] && env kill -0 "$pid" 2>/dev/null; then echo "busy ${{f##*/}} $(head -c 200 "$f")"; '
+                            # live: signalable and not a zombie (a killed holder can linger as one until reaped)
+                            f'st=$(sed -n "s/^State:[[:space:]]*\\(.\\).*/\\1/p" /proc/"$pid"/status 2>/dev/null); '
+                            f'if [ -n "$pid" ] && env kill -0 "$pid" 2>/dev/null && [ "$st" != Z ]; then '
+                            f'echo "busy ${{f##*/}} $(head -c 200 "$f")"; '
                             f'else echo "stale ${{f##*/}}"; fi; done', job.command_timeout, what="reading the board locks")  # fmt: skip
     busy = {}
     for ln in text.splitlines():
@@ -400,7 +405,7 @@ def _about(lines: list[str], device: str) -> str:
 
 async def _gpu(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
     from fleetctl_drivers.accel import AccelParseError
-    from fleetctl_drivers.accel.nvidia import parse_dcgmi_diag, parse_gpu_burn, parse_query_gpu_csv, parse_xid
+    from fleetctl_drivers.accel.nvidia import DiagStatus, parse_dcgmi_diag, parse_gpu_burn, parse_query_gpu_csv, parse_xid
 
     hv = job.hostvars
     nvsmi = str(hv.get("fleetctl_nvidia_smi_cmd") or "nvidia-smi")
@@ -463,11 +468,14 @@ async def _gpu(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
             for _cat, test, r in report.results:
                 ids = r.gpu_ids or ([r.entity_id] if r.entity_id is not None else list(obs))
                 msg = "; ".join(w.message for w in r.warnings)
-                if r.setup_error and r.status.value in ("Fail", "Warn"):
+                if r.status not in (DiagStatus.FAIL, DiagStatus.WARN):
+                    continue
+                if r.setup_error:
                     out.notes.append(f"dcgmi diag {test}: a setup error, not the GPU: {msg}")
+                status = "Fail" if r.status == DiagStatus.FAIL else "Warn"
                 for i in ids:
-                    if i in obs and r.status.value in ("Fail", "Warn"):
-                        obs[i].diag.append({"test": test, "status": r.status.value, "message": msg, "setup_error": r.setup_error,
+                    if i in obs:
+                        obs[i].diag.append({"test": test, "status": status, "message": msg, "setup_error": r.setup_error,
                                             "error_ids": [w.error_id for w in r.warnings]})  # fmt: skip
     # gpu-burn on every GPU at once, with nvidia-smi sampled beside it.
     sampler = _Sampler(t0)

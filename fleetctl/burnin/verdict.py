@@ -110,9 +110,9 @@ def evaluate(obs: BoardObservation, crit: Criteria) -> BoardVerdict:
         if d.get("setup_error"):
             continue  # a setup error is the server's, not this board's (engine reports it)
         if d.get("status") == "Fail":
-            add("diag_fail", f"dcgmi diag {d.get('test')}: {d.get('message') or 'failed'}", **d)
+            add("diag_fail", f"dcgmi diag {d.get('test')}: {d.get('message') or 'failed'}", diag=d)
         elif d.get("status") == "Warn":
-            add("diag_warn", f"dcgmi diag {d.get('test')}: {d.get('message') or 'warning'}", **d)
+            add("diag_warn", f"dcgmi diag {d.get('test')}: {d.get('message') or 'warning'}", diag=d)
     new = {k: obs.errors_after.get(k, 0) - obs.errors_before.get(k, 0) for k in obs.errors_after if k in obs.errors_before}
     bad = {k: v for k, v in new.items() if v > 0 and not k.startswith("corrected")}
     if bad:

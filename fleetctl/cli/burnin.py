@@ -223,9 +223,13 @@ def report(
     """One self-contained HTML page: per board its verdict, history and telemetry plots."""
     from fleetctl.burnin.report import render
     from fleetctl.cli.common import conn
+    from fleetctl.errors import InputError
+    from fleetctl.sweep.report import write_atomic
 
     target = html or Path("burnin-report.html")
+    if not target.parent.is_dir():
+        raise InputError(f"{target.parent}: no such folder", field="--html")
     with conn() as c:
         page = render(c, run_id)
-    target.write_text(page)
+    write_atomic(target, page)  # UTF-8, and a reader never sees half a page
     typer.echo(f"wrote {target}")

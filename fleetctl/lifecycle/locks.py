@@ -170,3 +170,47 @@ def break_lock(engine: Any, name: str, *, force: bool = False) -> Holder | None:
             .values(reservation=None, reserved_at=None, reserved_for=None)
         )  # fmt: skip
         return holder
+
+
+def lock_recovering(engine: Any, names: list[str], *, purpose: str, reason: str,
+                    owner: str | None = None) -> tuple[list[str], dict[str, Refused]]:  # fmt: skip
+    """:func:`try_lock`, then recover the locks of processes of this host that are gone (each an Event) and try those again.
+
+    A workflow killed with its servers locked leaves its locks; the re-run that
+    resumes it takes them back here. Returns (locked, {name: why not}).
+    """
+    from sqlalchemy import insert
+
+    from fleetctl.inventory.service import actor
+    from fleetctl.models.base import utcnow
+    from fleetctl.store import tables as T
+
+    owner = owner or owner_id()
+    got, busy = try_lock(engine, names, purpose=purpose, owner=owner)
+    stale = [n for n, why in busy.items() if why.stale]
+    if not stale:
+        return got, busy
+    for n in stale:
+        old = break_lock(engine, n)
+        with immediate(engine) as c:
+            c.execute(insert(T.event).values(at=utcnow(), actor=actor(), action="server.unlock", object_kind="server", object_name=n,
+                                             detail=f"stale lock of {old} (process gone) recovered", reason=reason))  # fmt: skip
+    got2, busy2 = try_lock(engine, stale, purpose=purpose, owner=owner)
+    return got + got2, {**{n: w for n, w in busy.items() if n not in stale}, **busy2}
+
+
+@contextmanager
+def acquire_recovering(engine: Any, names: list[str], *, purpose: str, reason: str) -> Iterator[list[str]]:
+    """:func:`acquire`, recovering stale locks first (:func:`lock_recovering`); all of ``names`` or none."""
+    owner = owner_id()
+    got, refused = lock_recovering(engine, names, purpose=purpose, reason=reason, owner=owner)
+    if refused:
+        release(engine, got, owner=owner)
+        first = next(iter(refused.items()))
+        # Not "--force": the holder is alive (or on another host); two workflows on one server is what the lock prevents.
+        raise Locked(f"{first[0]} is {first[1]}" + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
+                     + ": wait for it to end, or leave that server out")  # fmt: skip
+    try:
+        yield got
+    finally:
+        release(engine, got, owner=owner)
