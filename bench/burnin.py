@@ -38,7 +38,7 @@ measured). Every heavy step runs in a child process so no child inherits
 the parent's peak RSS; the load average is printed at each step (other jobs
 on the machine change every figure).
 
-    .venv/bin/python bench/burnin.py [--servers 250] [--duration 60] [--level quick] [--concurrency N]
+    .venv/bin/python bench/burnin.py [--servers 250 | --servers 50,100,250] [--duration 60] [--level quick] [--concurrency N]
         [--install-time 2] [--skip-floor] [--keep]
 """
 
@@ -198,10 +198,10 @@ def run_cli(args: list[str], env: dict[str, str], what: str, timeout: float = 60
     return done
 
 
-def lab_up(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def lab_up(args: argparse.Namespace, n: int, tmp: Path) -> dict[str, Any]:
     """Site, lab up (retried: another lab on this machine may hold the addresses for a while)."""
     site, expected = tmp / "site.yaml", tmp / "expected.json"
-    done = subprocess.run(helper("site", args.servers, site, expected), env=child_env(), capture_output=True, text=True, check=False)
+    done = subprocess.run(helper("site", n, site, expected), env=child_env(), capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"site generation failed: {done.stderr[-2000:]}")
     sd = tmp / "lab"
@@ -285,10 +285,10 @@ def check_result(doc: dict[str, Any], expected: dict[str, list[str]]) -> list[st
     return problems
 
 
-def burnin_phase(lab: dict[str, Any], tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+def burnin_phase(lab: dict[str, Any], tmp: Path, args: argparse.Namespace, conc: int) -> dict[str, Any]:
     env = child_env(FLEETCTL_DB=lab["db"])
     cmd = [*FLEETCTL, "burnin", "--mncore", "all", "--level", args.level, "--duration", f"{args.duration:g}",
-           "--concurrency", str(args.concurrency), "-o", "json"]  # fmt: skip
+           "--concurrency", str(conc), "-o", "json"]  # fmt: skip
     say(f"\n[1] {' '.join(['fleetctl', *cmd[len(FLEETCTL):]])} (load {load()})")
     out_path = tmp / "burnin.json"
     d0, load0 = daemon_cpu(lab["pid"]), load()
@@ -311,15 +311,16 @@ def burnin_phase(lab: dict[str, Any], tmp: Path, args: argparse.Namespace) -> di
         + (f"; wall - workload_s {m['wall'] - float(workload):.1f} s" if isinstance(workload, int | float) else ""))  # fmt: skip
     say(f"  fleetctl CPU {m['cpu']:.1f} s (user {m['user']:.1f}, sys {m['sys']:.1f}) = {m['cpu'] / max(nb, 1) * 1000:.1f} ms per board "
         f"({nb} boards); peak RSS {m['rss_mb']:.0f} MB")  # fmt: skip
-    say(f"  lab CPU over the same window (daemon + the commands its hosts ran): {m['lab_cpu']:.1f} s; "
+    ncpu = os.cpu_count() or 1
+    say(f"  lab CPU over the same window (daemon + the commands its hosts ran): {m['lab_cpu']:.1f} s = "
+        f"{m['lab_cpu'] / max(len(lab['expected']), 1):.2f} s per host, {m['lab_cpu'] / ncpu:.1f} s of wall on {ncpu} cores; "
         f"load {m['load_before']} -> {m['load_after']}")  # fmt: skip
     for p in m["problems"]:
         say(f"  PROBLEM: {p}")
     return m
 
 
-def floor_phase(lab: dict[str, Any], tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
-    conc = args.concurrency
+def floor_phase(lab: dict[str, Any], tmp: Path, args: argparse.Namespace, conc: int) -> dict[str, Any]:
     say(f"\n[2] the floor: bare asyncssh, {len(lab['expected'])} hosts, {conc} at once, listing + burn-in program "
         f"{args.duration:g} s on every board (load {load()})")  # fmt: skip
     out = tmp / "floor.json"
@@ -344,6 +345,55 @@ def cli_has_burnin() -> bool:
     return done.returncode == 0
 
 
+def scale(args: argparse.Namespace, n: int, has_cli: bool, rows: list[tuple[str, str, str, str]]) -> list[str]:
+    """One lab of ``n`` servers: up, installed, ready; the burn-in; the floor; down. Returns the problems."""
+    conc = args.concurrency or n
+    say(f"\n=== {n} servers x {BOARDS_PER_SERVER} MN-Core boards, {conc} at once (load {load()}) ===")
+    tmp = Path(tempfile.mkdtemp(prefix=f"fleetctl-bench-burnin-{n}-"))
+    m: dict[str, Any] = {}
+    f: dict[str, Any] = {}
+    lab: dict[str, Any] | None = None
+    try:
+        lab = lab_up(args, n, tmp)
+        say(f"  lab up: {len(lab['expected'])} BMCs + SSH hosts in {lab['up_s']:.1f} s (load {load()})")
+        ready(lab, tmp, args)
+        if has_cli:
+            m = burnin_phase(lab, tmp, args, conc)
+        if not args.skip_floor:
+            f = floor_phase(lab, tmp, args, conc)
+    except SystemExit as e:
+        say(f"  size {n} NOT MEASURED: {e}")
+        return [f"{n} servers: not measured: {e}"]
+    finally:
+        if lab:
+            lab_down(lab)
+        if args.keep:
+            say(f"  kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    tag = f"[{n}]"
+    if m:
+        boards = m["json"].get("boards") or []
+        nb = len(boards)
+        over = m["wall"] - args.duration
+        ncpu = os.cpu_count() or 1
+        rows += [
+            (f"{tag} boards / servers", f"{nb} / {len({b.get('server') for b in boards})}", "", ""),
+            (f"{tag} wall / workload_s", f"{m['wall']:.1f} / {m['json'].get('workload_s')} s", "", ""),
+            (f"{tag} orchestration overhead (wall - duration)", f"{over:.1f} s", f"<= {OVERHEAD_TARGET_S:g} s",
+             "met" if over <= OVERHEAD_TARGET_S else "MISSED"),
+            (f"{tag} fleetctl CPU (user+sys) / per board", f"{m['cpu']:.1f} s / {m['cpu'] / max(nb, 1) * 1000:.1f} ms", "", ""),
+            (f"{tag} fleetctl peak RSS", f"{m['rss_mb']:.0f} MB", "", ""),
+            (f"{tag} lab CPU (daemon + host commands) / {ncpu} cores", f"{m['lab_cpu']:.1f} s / {m['lab_cpu'] / ncpu:.1f} s", "", ""),
+            (f"{tag} every board a verdict, all pass", "yes" if not m["problems"] else "NO", "yes",
+             "met" if not m["problems"] else "MISSED"),
+        ]  # fmt: skip
+    if f.get("wall"):
+        rows.append((f"{tag} floor (bare asyncssh): overhead / client CPU", f"{f['wall'] - args.duration:.1f} s / {f['cpu']:.1f} s",
+                     "", ""))  # fmt: skip
+    return [f"{n} servers: {p}" for p in m.get("problems", [])]
+
+
 def main() -> int:
     if len(sys.argv) > 2 and sys.argv[1] == "--_helper":
         name, rest = sys.argv[2], sys.argv[3:]
@@ -355,68 +405,40 @@ def main() -> int:
             h_floor(rest[0], float(rest[1]), int(rest[2]), rest[3])
         return 0
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("--servers", type=int, default=250, help="lab servers, four MN-Core boards each")
+    p.add_argument("--servers", default="250", help="lab servers (four MN-Core boards each); comma-separated for several labs, "
+                   "one after the other")
     p.add_argument("--duration", type=float, default=60.0, help="the workload's seconds (burnin --duration)")
     p.add_argument("--level", default="quick", choices=["quick", "standard", "extended"])
     p.add_argument("--concurrency", type=int, default=0, help="servers at once, for fleetctl and the floor (0: all of them; "
                    "the CLI's own default is 50, which takes five waves of 250)")
     p.add_argument("--install-time", type=float, default=2.0, help="the lab's OS install time (lab up --install-time)")
     p.add_argument("--skip-floor", action="store_true", help="skip the bare asyncssh client")
-    p.add_argument("--keep", action="store_true", help="keep the temporary folder (site, burn-in JSON, the lab's log)")
+    p.add_argument("--keep", action="store_true", help="keep each size's temporary folder (site, burn-in JSON, the lab's log)")
     args = p.parse_args()
-    args.concurrency = args.concurrency or args.servers
+    sizes = [int(x) for x in str(args.servers).split(",") if x.strip()]
     S.B.raise_nofile()  # 250 SSH sessions in one client, 250 more in the lab daemon (inherited by both)
-    say(f"bench/burnin.py: {args.servers} lab servers x {BOARDS_PER_SERVER} MN-Core boards, level {args.level}, "
-        f"workload {args.duration:g} s; concurrency {args.concurrency}")  # fmt: skip
+    say(f"bench/burnin.py: labs of {', '.join(map(str, sizes))} servers x {BOARDS_PER_SERVER} MN-Core boards, level {args.level}, "
+        f"workload {args.duration:g} s; concurrency {args.concurrency or 'every server'}")  # fmt: skip
     say(f"machine: {os.cpu_count()} CPUs, load average at start {load()}")
     has_cli = cli_has_burnin()
     if not has_cli:
         say("fleetctl burnin: NOT AVAILABLE in this tree (`fleetctl burnin --help` fails); the lab and the floor only")
     t_start = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix=f"fleetctl-bench-burnin-{args.servers}-"))
-    m: dict[str, Any] = {}
-    f: dict[str, Any] = {}
-    lab: dict[str, Any] | None = None
-    try:
-        lab = lab_up(args, tmp)
-        say(f"  lab up: {len(lab['expected'])} BMCs + SSH hosts in {lab['up_s']:.1f} s (load {load()})")
-        ready(lab, tmp, args)
-        if has_cli:
-            m = burnin_phase(lab, tmp, args)
-        if not args.skip_floor:
-            f = floor_phase(lab, tmp, args)
-    finally:
-        if lab:
-            lab_down(lab)
-        if args.keep:
-            say(f"  kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    say(f"\nran {time.perf_counter() - t_start:.0f} s; load average at end {load()}")
     rows: list[tuple[str, str, str, str]] = []
-    if m:
-        nb = len(m["json"].get("boards") or [])
-        over = m["wall"] - args.duration
-        rows += [
-            ("boards / servers", f"{nb} / {len({b.get('server') for b in m['json'].get('boards') or []})}", "", ""),
-            ("wall / workload_s", f"{m['wall']:.1f} / {m['json'].get('workload_s')} s", "", ""),
-            ("orchestration overhead (wall - duration)", f"{over:.1f} s", f"<= {OVERHEAD_TARGET_S:g} s",
-             "met" if over <= OVERHEAD_TARGET_S else "MISSED"),
-            ("fleetctl CPU (user+sys) / per board", f"{m['cpu']:.1f} s / {m['cpu'] / max(nb, 1) * 1000:.1f} ms", "", ""),
-            ("fleetctl peak RSS", f"{m['rss_mb']:.0f} MB", "", ""),
-            ("lab CPU (daemon + host commands)", f"{m['lab_cpu']:.1f} s", "", ""),
-            ("every board a verdict, all pass", "yes" if not m["problems"] else "NO", "yes", "met" if not m["problems"] else "MISSED"),
-        ]  # fmt: skip
-    if f.get("wall"):
-        rows.append(("floor (bare asyncssh): overhead / client CPU", f"{f['wall'] - args.duration:.1f} s / {f['cpu']:.1f} s", "", ""))
+    problems: list[str] = []
+    for n in sizes:
+        problems += scale(args, n, has_cli, rows)
+    say(f"\nran {time.perf_counter() - t_start:.0f} s; load average at end {load()}")
     if rows:
         w, v = max(len(x[0]) for x in rows), max(len(x[1]) for x in rows)
         say(f"\n{'figure':<{w}}  {'value':>{v}}  {'target':>8}  verdict")
         for name, val, target, verdict in rows:
             say(f"{name:<{w}}  {val:>{v}}  {target:>8}  {verdict}")
+    for prob in problems:
+        say(f"PROBLEM: {prob}")
     if not has_cli:
         return 2
-    return 1 if m.get("problems") else 0
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
