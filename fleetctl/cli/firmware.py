@@ -191,7 +191,7 @@ def update(
     emit(report.rows, output, columns=["wave", "server", "component", "from", "to", "after", "result", "message"],
          styles={"result": lambda v: {"updated": "green", "at baseline": "green", "would update": "yellow",
                                       "would downgrade": "yellow"}.get(v, "bold red")})  # fmt: skip
-    if output == Format.table and report.halted:
+    if output == Format.table and report.halted and any(r["result"] == "not attempted" for r in report.rows):
         say(f"halted: {report.failed} server(s) failed (threshold {threshold}); the waves after were not attempted")
     ok = {"updated", "at baseline", "would update", "would downgrade"}
     if any(r["result"] not in ok for r in report.rows) and not (dry_run and report.failed == 0):
