@@ -116,12 +116,22 @@ def main() -> None:
         sh("provision", "rack-12", env=env, tail=4)  # everything ready: nothing to do
         sh("events", "list", "--name", "mn-tyo1-r12-05", "--limit", "6", env=env)
 
-        step("8. The morning health sweep: every BMC and switch, judged and remembered")
+        step("8. Burn in rack-12's MN-Core boards: all at once, a verdict per board, a failing one sent to RMA")
+        print("One board computes wrong results (a lab fault the burn-in program cannot know of):")
+        sh("lab", "fault", "mn-tyo1-r12-04", "--board", "2", "--set", "fault=checksum", env=env, tail=0)
+        sh("burnin", "--mncore", "rack-12", "--level", "quick", "--duration", "10", env=env, expect=5, tail=6)
+        sh("board", "rma", "list", env=env)
+        sh("server", "list", "--state", "maintenance", env=env, tail=3)
+        burnin_report = demo_dir / "burnin.html"
+        sh("burnin", "report", "--html", str(burnin_report), env=env)
+        print(f"(open {burnin_report}: every board's verdict, why, and its temperatures through the run)")
+
+        step("9. The morning health sweep: every BMC and switch, judged and remembered")
         print("The first sweep of a fleet: every problem is new. The GPU servers run a newer vbios than the baseline,")
         print("and the server racked in step 5 shows none of the four boards its model holds (none was recorded):")
         sh("sweep", env=env, expect=5, tail=8)
 
-        step("9. Day two: drift, a failing BMC, a swapped cable")
+        step("10. Day two: drift, a failing BMC, a swapped cable")
         sh("lab", "fault", "mn-tyo1-r13-05", "--set", "error_rate=1", env=env)
         sh("board", "remove", "MN2B-01013031", "--reason", "demo: pretend the record was lost", env=env, tail=1)
         sh("server", "inspect", "mn-tyo1-r13-02", "mn-tyo1-r13-04", "mn-tyo1-r13-05", env=env, expect=1)
@@ -145,11 +155,11 @@ def main() -> None:
         env["FLEETCTL_DB"] = str(db)
     print(f"\n\033[1m$ export FLEETCTL_DB={db}\033[0m   # back to the demo fleet: the lab's work stayed in the lab's database")
 
-    step("10. Export: the same site files back, byte for byte")
+    step("11. Export: the same site files back, byte for byte")
     first = sh("inventory", "export", "--output", "json", env=env, tail=0)
     print(f"({len(first.splitlines())} lines of JSON)")
 
-    step("11. Ansible sees the fleet grouped by site, rack, role, state and accelerator")
+    step("12. Ansible sees the fleet grouped by site, rack, role, state and accelerator")
     ansible_inventory = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or shutil.which("ansible-inventory")
     script = inventory / "fleetctl.py"
     if ansible_inventory and script.exists():

@@ -153,6 +153,10 @@ def fault(
     set_: Annotated[list[str] | None, typer.Option("--set", help="FAULT=VALUE, e.g. latency_ms=50, psu_failed=true, crc=100.")] = None,
     port: Annotated[str | None, typer.Option("--port", help="For a switch: the port the fault is on (flap, crc, miscabled, down).")] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Clear every fault (of the port, with --port).")] = False,
+    board: Annotated[
+        str | None,
+        typer.Option("--board", help="An accelerator board of the server's host (slot, device or serial): --set fault=NAME (docs/lab.md)."),
+    ] = None,
 ) -> None:
     """Inject faults into lab BMCs and switches while the lab runs."""
     import json
@@ -166,6 +170,9 @@ def fault(
     st = lab.status()
     if not st.get("running"):
         raise FleetError(f"no lab is running from {lab.lab_dir()}; fleetctl lab up first")
+    if board is not None:
+        _board_fault(st, names, board, set_, clear)
+        return
     faults: dict[str, object] | None = None
     if not clear:
         if not set_:
@@ -201,3 +208,28 @@ def fault(
                 typer.echo(r.read().decode()[:500] or "ok")
         except urllib.error.HTTPError as e:
             raise InputError(f"the lab refused: {e.read().decode()[:300]}") from e
+
+
+def _board_fault(st: dict[str, Any], names: list[str], board: str, set_: list[str] | None, clear: bool) -> None:
+    """A board fault (healthy, slow, hot, ...) in each named host's boards.json, read by the stand-ins' next run."""
+    from pathlib import Path
+
+    from fleetctl.errors import InputError
+    from fleetctl_lab.host_standins import BOARD_FAULTS, set_board_fault
+
+    if clear:
+        fault = "healthy"
+    else:
+        items = [i.partition("=") for i in set_ or []]
+        if len(items) != 1 or items[0][0] != "fault" or not items[0][1]:
+            raise InputError("with --board: --set fault=NAME (one of " + ", ".join(sorted(BOARD_FAULTS)) + ") or --clear", field="--set")
+        fault = items[0][2]
+    hosts = st.get("hosts") or {}
+    for name in names:
+        if name not in hosts:
+            raise InputError(f"{name}: the lab serves no host by that name", field="NAMES")
+        try:
+            set_board_fault(Path(hosts[name]["dir"]) / "boards.json", board, fault)
+        except (ValueError, OSError) as e:
+            raise InputError(f"{name}: {e}", field="--board") from e
+        typer.echo(f"{name}: board {board}: {fault}")
