@@ -380,7 +380,7 @@ async def _bmc_watch(servers: list[ServerPlan], done: dict[str, asyncio.Event], 
     await sweep_async("bmc", targets, op, concurrency=max(1, len(targets)))
 
 
-def run(p: Plan, *, restart: bool = False, concurrency: int = 50, progress: Progress | None = None, url: str | None = None) -> RunResult:
+def run(p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Progress | None = None, url: str | None = None) -> RunResult:
     """Burn in the plan's servers; results are stored as each server ends.
 
     Raises:

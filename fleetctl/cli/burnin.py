@@ -45,7 +45,9 @@ def run(
         bool, typer.Option("--force", help="Also servers in service (named), and boards another program holds.")
     ] = False,
     restart: Annotated[bool, typer.Option("--restart", help="Start afresh instead of resuming an interrupted run.")] = False,
-    concurrency: Annotated[int, typer.Option(help="Servers burned in at once.", min=1)] = 50,
+    concurrency: Annotated[
+        int, typer.Option(help="Servers burned in at once (each holds one SSH connection while its workload runs).", min=1)
+    ] = 250,
     grace: Annotated[
         float | None, typer.Option(help="Seconds past the workload's length before it counts as hung (default: 25%, >= 30 s).", min=0)
     ] = None,
@@ -147,7 +149,14 @@ def _report(p: Any, result: Any, output: Format) -> None:
     from fleetctl.cli.output import console, emit, emit_one
 
     if output != Format.table:
+        from fleetctl.burnin.verdict import worst
+
+        by_server: dict[str, list[str]] = {}
+        for b in result.boards:
+            by_server.setdefault(b.server, []).append(b.verdict)
         emit_one({"run": result.run_id, "resumed": result.resumed, "kind": p.kind, "level": p.level, "duration_s": p.seconds,
+                  "servers": {n: worst(v) for n, v in by_server.items()},  # a server's verdict: the worst of its boards'
+
                   "workload_s": round(result.workload_s, 2), "elapsed_s": round(result.elapsed_s, 2), "counts": result.counts,
                   "worst": result.worst, "boards": [b.row() for b in result.boards], "rma": result.rma,
                   "to_maintenance": result.to_maintenance, "notes": {k: v for k, v in result.notes.items() if v}}, output)  # fmt: skip

@@ -104,6 +104,7 @@ def test_mncore_reaches_every_verdict_and_sends_failing_boards_to_rma(lab, cli, 
         (MN2, 2): ("fail", {"link_degraded"}),  # read from sysfs before and after
         (MN2, 3): ("fail", {"checksum"}),  # memory errors: wrong results
     }, doc["boards"]
+    assert doc["servers"] == {MN1: "fail", MN2: "fail"}
     healthy = next(b for b in doc["boards"] if (b["server"], b["slot"]) == (MN1, 0))
     assert healthy["metrics"]["throughput"] == pytest.approx(393.2) and healthy["metrics"]["samples"] >= 2
 
