@@ -8,6 +8,7 @@ or from our own checks) is then walked through the data to find its line.
 
 from __future__ import annotations
 
+import re
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,17 @@ class _Scalars(yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
         yaml.resolver.Resolver.__init__(self)
 
 
+# Aliases share the anchored object (nothing is copied while parsing), but
+# whatever walks the data (validation, export) walks every alias again: a
+# "billion laughs" document of a few hundred bytes is a billion values to them.
+# So the values reached through aliases are counted as they would be expanded,
+# and a document is refused once they outnumber both this bound and
+# ALIAS_RATIO times the values written in it. Defaults shared by 10,000
+# servers (`<<: *defaults`) stay well below it.
+ALIAS_LIMIT = 1_000_000
+ALIAS_RATIO = 10
+_MERGE = "<<"
+
 _STR = "tag:yaml.org,2002:str"
 _KNOWN = {
     "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null", _STR,
@@ -95,11 +107,17 @@ def _build(text: str, source: Source) -> Any:
     scalars = _Scalars()
     resolve, lines_tab = scalars.resolve, source.lines
     anchors: dict[str, Any] = {}
+    # Each anchor's size once expanded (values in it, itself included); an
+    # anchor still open (an alias inside its own node) has none yet.
+    sizes: dict[str, int] = {}
+    open_anchors: set[str] = set()
+    written = 0  # values written in the text
+    aliased = 0  # values reached through aliases, counted as expanded
     # Site files repeat the same keys and many values (model names, firmware
     # versions) thousands of times: keep one copy of each short string.
     strings: dict[str, str] = {}
     intern = strings.setdefault
-    # Frames: [container, its lines, pending key, key line, start mark, merged keys]
+    # Frames: [container, its lines, pending key, key line, start mark, merged keys, expanded size, anchor]
     stack: list[list[Any]] = []
     root: Any = None
     missing = object()
@@ -107,12 +125,27 @@ def _build(text: str, source: Source) -> Any:
     def where(mark: Any) -> str:
         return f"{source.path}:{mark.line + 1}"
 
-    def add(value: Any, line: int, mark: Any) -> None:
+    def merge(frame: list[Any], value: Any, mark: Any) -> None:
+        """``<<: *defaults`` or ``<<: [*a, *b]``: keys not already set come from the mapping(s), the first one first."""
+        container = frame[0]
+        for source_map in value if isinstance(value, list) else [value]:
+            if not isinstance(source_map, dict):
+                raise InputError("a merge key '<<' takes a mapping or a list of mappings", location=where(mark))
+            # A merged key's line is where its value is written (in the anchored mapping).
+            source_lines = lines_tab.get(id(source_map))
+            for i, (k, v) in enumerate(source_map.items()):
+                if k not in container:
+                    container[k] = v
+                    frame[1].append(source_lines[1 + i] if source_lines is not None else frame[3])
+                    frame[5].add(k)
+
+    def add(value: Any, line: int, mark: Any, size: int = 1) -> None:
         nonlocal root
         if not stack:
             root = value
             return
         frame = stack[-1]
+        frame[6] += size
         container = frame[0]
         if isinstance(container, list):
             container.append(value)
@@ -128,12 +161,8 @@ def _build(text: str, source: Source) -> Any:
         else:
             key = frame[2]
             frame[2] = missing
-            if key == "<<" and isinstance(value, dict):  # YAML merge key
-                for k, v in value.items():
-                    if k not in container:
-                        container[k] = v
-                        frame[1].append(frame[3])
-                        frame[5].add(k)
+            if key == _MERGE and isinstance(container, dict):  # YAML merge key
+                merge(frame, value, mark)
                 return
             if key in frame[5]:  # an explicit key overrides a merged one
                 frame[5].discard(key)
@@ -169,29 +198,57 @@ def _build(text: str, source: Source) -> Any:
                     value = scalars.construct_object(yaml.ScalarNode(tag, value), deep=True)
                 except (yaml.YAMLError, ValueError) as e:
                     raise InputError(f"{ev.value!r} is not a valid {tag.rsplit(':', 1)[-1]}", location=where(ev.start_mark)) from e
+            written += 1
             if ev.anchor:
                 anchors[ev.anchor] = value
+                sizes[ev.anchor] = 1
             add(value, ev.start_mark.line + 1, ev.start_mark)
         elif cls is E.MappingStartEvent or cls is E.SequenceStartEvent:
+            written += 1
             container: Any = {} if cls is E.MappingStartEvent else []
             lines = array("i", (ev.start_mark.line + 1,))
             lines_tab[id(container)] = lines
             if ev.anchor:
                 anchors[ev.anchor] = container
-            stack.append([container, lines, missing, 0, ev.start_mark, set()])
+                open_anchors.add(ev.anchor)
+            stack.append([container, lines, missing, 0, ev.start_mark, set(), 1, ev.anchor])
         elif cls is E.MappingEndEvent or cls is E.SequenceEndEvent:
             frame = stack.pop()
-            add(frame[0], frame[4].line + 1, frame[4])
+            if frame[7]:
+                sizes[frame[7]] = frame[6]
+                open_anchors.discard(frame[7])
+            add(frame[0], frame[4].line + 1, frame[4], frame[6])
         elif cls is E.AliasEvent:
-            if ev.anchor not in anchors:
-                raise InputError(f"unknown alias *{ev.anchor}", location=where(ev.start_mark))
-            add(anchors[ev.anchor], ev.start_mark.line + 1, ev.start_mark)
+            name = ev.anchor
+            if name not in anchors:
+                raise InputError(f"unknown alias *{name}", location=where(ev.start_mark))
+            if name in open_anchors:
+                raise InputError(f"alias *{name} is inside the node it names (a recursive structure)", location=where(ev.start_mark))
+            size = sizes[name]
+            aliased += size
+            if aliased > ALIAS_LIMIT and aliased > ALIAS_RATIO * written:
+                raise InputError(
+                    f"aliases expand to more than {ALIAS_LIMIT:,} values (*{name} here); refused, not expanded",
+                    location=where(ev.start_mark),
+                )
+            add(anchors[name], ev.start_mark.line + 1, ev.start_mark, size)
         elif cls is E.DocumentStartEvent and root is not None:
             raise InputError("a site file holds one YAML document", location=where(ev.start_mark))
     return root
 
 
+# What YAML refuses to read (PyYAML's Reader.NON_PRINTABLE): control characters
+# but tab, LF and CR; DEL; C1 controls but NEL; surrogates; U+FFFE/U+FFFF.
+_NON_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
 def load_text(text: str, path: str) -> Source:
+    # PyYAML reports these with a character offset only: name the line and column.
+    bad = _NON_PRINTABLE.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
+        raise InputError(f"control character U+{ord(bad.group()):04X} is not allowed in a site file", location=f"{path}:{line}:{column}")
     source = Source(path=path, data=None, text=text)
     try:
         source.data = _build(text, source)
