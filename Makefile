@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml drivers/pyproject.toml lab/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ./drivers -e '.[test]' -e ./lab
+	$(PY) -m pip install --quiet -e ./drivers -e '.[test,temporal]' -e ./lab
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -34,3 +34,23 @@ def database_url() -> str:
         return raw
     path = Path(raw).expanduser() if raw else data_dir() / "fleetctl.db"
     return f"sqlite:///{path.resolve()}"
+
+
+# --- the scale-out engine (Temporal) -------------------------------------------------
+
+ENV_TEMPORAL = "FLEETCTL_TEMPORAL"
+ENV_TEMPORAL_NAMESPACE = "FLEETCTL_TEMPORAL_NAMESPACE"
+
+
+def temporal_address() -> str | None:
+    """``HOST:PORT`` of the Temporal frontend when the scale-out engine is configured; None: the embedded engine.
+
+    ``FLEETCTL_TEMPORAL`` sets it; empty or unset, work runs in process (the default).
+    """
+    raw = os.environ.get(ENV_TEMPORAL, "").strip()
+    return raw or None
+
+
+def temporal_namespace() -> str:
+    """The Temporal namespace (``FLEETCTL_TEMPORAL_NAMESPACE``; ``default``): one per environment in production."""
+    return os.environ.get(ENV_TEMPORAL_NAMESPACE, "").strip() or "default"
