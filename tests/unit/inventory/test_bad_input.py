@@ -66,7 +66,7 @@ CASES = [
     ("access-port-two-vlans", lambda t: t + "    - 200\n    mode: access\n",
      ("- switch: sw1", 2), "cabling[1]", "exactly one VLAN"),
     ("bad-credential-ref", lambda t: replace_once(t, "credential: env:BMC_LAB", "credential: vault:bmc"),
-     "credential: vault:bmc", "servers[0].credential", "must be env:PREFIX, file:PATH or cmd:COMMAND"),
+     "credential: vault:bmc", "servers[0].credential", "not a credential reference (env:PREFIX, file:/ABS/PATH, cmd:NAME)"),
     ("bad-bmc-url", lambda t: replace_once(t, "bmc: https://10.0.0.2", "bmc: ftp://10.0.0.2"),
      "bmc: ftp://10.0.0.2", "servers[1].bmc", "BMC URL"),
     ("unknown-switch", lambda t: replace_once(t, "  - switch: sw1\n    port: Ethernet1\n", "  - switch: swX\n    port: Ethernet1\n"),

@@ -1,4 +1,4 @@
-"""Credential references: env:, file:, cmd:; secrets never shown, never stored."""
+"""Credential references: env:, file:, cmd:NAME; secrets never shown, never stored."""
 
 from __future__ import annotations
 
@@ -59,25 +59,38 @@ def test_file_reference_missing_file(tmp_path):
         resolve(f"file:{tmp_path / 'absent'}")
 
 
-def test_cmd_reference(tmp_path):
+def _sources(tmp_path, monkeypatch, **commands):  # type: ignore[no-untyped-def]
+    """An owner-only secrets config mapping each NAME to an argv; FLEETCTL_SECRETS_CONFIG points at it."""
+    import json
+
+    cfg = tmp_path / "secrets.toml"
+    cfg.write_text("[commands]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in commands.items()))
+    cfg.chmod(0o600)
+    monkeypatch.setenv("FLEETCTL_SECRETS_CONFIG", str(cfg))
+    return cfg
+
+
+def test_cmd_reference(tmp_path, monkeypatch):
     script = tmp_path / "secret.py"
     script.write_text(f"print('admin'); print('{PASSWORD}')\n")
-    cred = resolve(f"cmd:{sys.executable} {script}")
+    _sources(tmp_path, monkeypatch, bmc=[sys.executable, str(script)])
+    cred = resolve("cmd:bmc")
     assert (cred.username, cred.password.reveal()) == ("admin", PASSWORD)
 
 
-def test_cmd_reference_failure_keeps_the_commands_output_out(tmp_path):
+def test_cmd_reference_failure_keeps_the_commands_output_out(tmp_path, monkeypatch):
     script = tmp_path / "fail.py"
     script.write_text(
         f"import sys; print('{PASSWORD}', file=sys.stderr); sys.exit(3)\n"
     )
+    _sources(tmp_path, monkeypatch, bmc=[sys.executable, str(script)])
     with pytest.raises(SecretError, match="exited with 3") as e:
-        resolve(f"cmd:{sys.executable} {script}")
+        resolve("cmd:bmc")
     assert PASSWORD not in str(e.value)
 
 
 @pytest.mark.parametrize(
-    "ref", ["vault:x", "env:", "env:1BAD", "env:A-B", "nocolon", "file:", "cmd:  "]
+    "ref", ["vault:x", "env:", "env:1BAD", "env:A-B", "nocolon", "file:", "cmd:  ", "cmd:echo x", "file:rel/path"]
 )
 def test_malformed_references_are_refused(ref):
     with pytest.raises(SecretError):
@@ -158,7 +171,8 @@ def test_resolve_token_reads_one_value_from_env_file_or_command(tmp_path, monkey
         resolve_token(f"file:{f}")
     f.chmod(0o600)
     assert resolve_token(f"file:{f}").reveal() == "abcdef.0123456789abcdef"
-    assert resolve_token("cmd:echo abcdef.0123456789abcdef").reveal() == "abcdef.0123456789abcdef"
+    _sources(tmp_path, monkeypatch, join=["echo", "abcdef.0123456789abcdef"])
+    assert resolve_token("cmd:join").reveal() == "abcdef.0123456789abcdef"
     monkeypatch.delenv("JOIN_TOKEN")
     with pytest.raises(SecretError, match="set JOIN_TOKEN"):
         resolve_token("env:JOIN_TOKEN")
