@@ -56,7 +56,8 @@ def lab_dir() -> Path:
 
 
 def credential_ref(state_dir: Path | None = None) -> str:
-    return f"file:{(state_dir or lab_dir()) / CREDENTIAL_FILE}"
+    # Absolute: a file: reference is refused otherwise (FLEETCTL_LAB_DIR may be relative).
+    return f"file:{((state_dir or lab_dir()) / CREDENTIAL_FILE).absolute()}"
 
 
 def _write_credential(state_dir: Path) -> str:
@@ -297,7 +298,7 @@ def _community_ref(sd: Path, switch: str, community: str) -> str:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(f"snmp\n{community}\n")
-    return f"file:{path}"
+    return f"file:{path.absolute()}"
 
 
 def _split(endpoint: str) -> tuple[str, int]:
