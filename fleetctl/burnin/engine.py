@@ -226,6 +226,9 @@ def plan(conn: Any, *, kind: str, targets: list[str], level: str, duration: floa
                       grace=grace if grace is not None else max(30.0, seconds * 0.25),
                       interval=interval if interval is not None else max(1.0, min(30.0, seconds / 20)), force=force)  # fmt: skip
         out.append(ServerPlan(r.name, r.id, rows[r.name].state, ctx.model, ctx.board_kind or "", boards[r.name], job, r, ctx.baseline))
+    from fleetctl.preflight import for_burnin
+
+    for_burnin([sp.ref for sp in out]).refuse()  # preflight (#13): the BMC credentials, every problem in one refusal (exit 2)
     return Plan(kind, level, seconds, out, criteria, " ".join(targets) or "due", not named, skipped)
 
 

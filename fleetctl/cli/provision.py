@@ -44,6 +44,7 @@ def command(
 
     from fleetctl.cli.bmcrun import resolve
     from fleetctl.errors import InputError
+    from fleetctl.preflight import PreflightError
     from fleetctl.workflows.provision import Options, provision, worst_exit
 
     for opt, value, ok, rule in (
@@ -79,6 +80,10 @@ def command(
             results, stats = _with_live_view(names, opts, label)
         else:
             results, stats = provision(names, options=opts, label=label)
+    except PreflightError as e:
+        if dry_run:  # the dry run lists every problem; the error line (exit 2) follows
+            _report_problems(e, output)
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
     _report(results, stats, output, dry_run=dry_run)
@@ -97,6 +102,7 @@ def _with_live_view(names: list[str], opts: Any, label: str) -> tuple[list[Any],
     from fleetctl.workflows.provision import Provisioner
 
     p = Provisioner(names, options=opts, label=label)
+    p.check()  # a refusal before the live view opens: one error line, no empty table
     last = [0.0]
 
     def table() -> Table:
@@ -124,6 +130,21 @@ def _with_live_view(names: list[str], opts: Any, label: str) -> tuple[list[Any],
         results = p.run()
         view.update(table())
     return results, p.stats
+
+
+def _report_problems(e: Any, output: Format) -> None:
+    """Every problem the preflight found (``PreflightError.problems``), for the dry run."""
+    import json
+
+    from fleetctl.cli.output import emit
+
+    if output == Format.json:
+        rows = [{"who": p.who, "problem": p.what} for p in e.problems]
+        sys.stdout.write(json.dumps({"dry_run": True, "refused": True, "problems": rows}, indent=2) + "\n")
+        return
+    rows = [{"who": ", ".join(p.who[:3]) + (f" and {len(p.who) - 3} more" if len(p.who) > 3 else ""), "problem": p.what}
+            for p in e.problems]  # fmt: skip
+    emit(rows, output, columns=["who", "problem"], title="provision refused before touching anything (preflight)")
 
 
 def _report(results: list[Any], stats: dict[str, Any], output: Format, *, dry_run: bool) -> None:

@@ -133,6 +133,7 @@ def run(
     from fleetctl.cli import state
     from fleetctl.cli.common import conn, fleet_label
     from fleetctl.errors import InputError
+    from fleetctl.preflight import for_sweep
     from fleetctl.sweep.engine import SweepOptions
     from fleetctl.sweep.engine import run as run_sweep
 
@@ -143,6 +144,9 @@ def run(
     selector = targets or ["all"]
     with conn() as c:
         servers, switches = resolve_both(c, selector)
+    # Preflight: only the operator's secrets config can stop a sweep; a server's own missing
+    # secret stays its finding (fleetctl.preflight, docs/security.md).
+    for_sweep(servers, switches).refuse()
     state.fleet = fleet_label()
     typer.echo(f"fleet: {state.fleet} ({len(servers)} servers, {len(switches)} switches)", err=output != Format.table)
     opts = SweepOptions(level=level, concurrency=concurrency, per_target_timeout=timeout, request_timeout=request_timeout,

@@ -22,7 +22,7 @@ from fleetctl.lifecycle.states import ServerState as S
 from fleetctl.workflows.journal import WORKING, AsyncJournal, JobState, Journal, Pass, StepState
 from fleetctl.workflows.provision.coordinators import AnsibleBatcher, PowerGate, SwitchBatcher
 from fleetctl.workflows.provision.model import ErrorKind, Failure, Options, Progress, Result, ServerCtx, StepError, StepFailed
-from fleetctl.workflows.provision.steps import STEP_NAMES, STEPS, StepCall, run_ansible_batch
+from fleetctl.workflows.provision.steps import STEP_NAMES, STEPS, Step, StepCall, run_ansible_batch
 
 NOT_READY = (Result.FAILED, Result.LOCKED, Result.REFUSED)
 
@@ -59,6 +59,7 @@ class Provisioner:
         self.declared_sites: dict[str, asyncio.Future[Any]] = {}
         self.boot_done_at: dict[str, float] = {}  # server -> wall clock of its install boot (the OS wait's clock)
         self.ansible_steps: dict[str, int] = {}  # server -> its running ansible journal row
+        self._refused: dict[str, tuple[Result, str]] | None = None  # set by check(): servers refused or skipped, with why
 
     # --- shared by the steps ------------------------------------------------------
 
@@ -105,20 +106,37 @@ class Provisioner:
             self._close(interrupted=interrupted, cpu0=cpu0, t0=t0)
         return [self.progress[n] for n in self.names]
 
-    def _prepare(self) -> list[str]:
-        """Before the loop: read the inventory, refuse and skip, lock, open the job; the servers to work."""
-        from fleetctl.lifecycle.locks import owner_id
+    def check(self) -> None:
+        """Read the inventory and run the preflight (``fleetctl.preflight``); touches no device, locks nothing.
+
+        Raises:
+            PreflightError: a credential or setting the run will need is missing
+                (every problem collected; the dry run refuses the same way).
+        """
+        from fleetctl.preflight import for_provision
         from fleetctl.store import get_engine
+
+        if self._refused is not None:
+            return
+        self.engine = get_engine(self.opt.url)
+        self._read_inventory()
+        self.progress = {n: Progress(n, self.ctx[n].state) for n in self.names}
+        refused = self._refusals()
+        with self.engine.connect() as conn:
+            for_provision(conn, [self.ctx[n] for n in self.names if n not in refused]).refuse()
+        self._refused = refused
+
+    def _prepare(self) -> list[str]:
+        """Before the loop: read the inventory, preflight, refuse and skip, lock, open the job; the servers to work."""
+        from fleetctl.lifecycle.locks import owner_id
 
         if not self.opt.dry_run:  # before any lock: a bad FLEETCTL_KEEP_RUNS stops here
             from fleetctl.config import data_dir
             from fleetctl.workflows.ansible_run import prune_runs
 
             prune_runs(data_dir() / "runs")
-        self.engine = get_engine(self.opt.url)
-        self._read_inventory()
-        self.progress = {n: Progress(n, self.ctx[n].state) for n in self.names}
-        refused = self._refusals()
+        self.check()
+        refused = self._refused or {}
         for n, (result, text) in refused.items():
             self.update(n, result=result, error=text)
         work = [n for n in self.names if n not in refused]
@@ -286,24 +304,9 @@ class Provisioner:
                 self.ansible.gone(name)
             await journal.set_target(name, S.READY)
             for step in STEPS:
-                if step.name in done:
-                    continue
-                state = await journal.advance(name, step.phase, reason=f"provision: {step.name}")
-                self.update(name, state=state, step=step.name, status="running")
-                sid = await journal.start_step(ctx.id, step.name)
-                t_step = time.monotonic()
-                try:
-                    output = await step.run(StepCall(self, ctx, sid, interrupted.get(step.name)))
-                except (TimeoutError, FleetError, OSError) as e:
-                    failure = Failure.of(step.name, e)
-                    await journal.end_step(sid, StepState.FAILED, error=failure.reason)
-                    raise StepError(failure) from e
-                await journal.end_step(sid, StepState.SUCCEEDED, output=output)
-                p.done.append(step.name)
-                p.timings[step.name] = round(time.monotonic() - t_step, 2)
-            state = await journal.advance(name, S.READY, reason="provision: every step done")
-            await journal.set_target(name, None)
-            self.update(name, state=state, step="ready", status="ready", result=Result.READY, finished=time.monotonic())
+                if step.name not in done:
+                    await self.run_step(name, step, interrupted.get(step.name))
+            await self.ready(name)
         except StepError as e:
             await self._failed(name, e.failure)
         except FleetError as e:
@@ -313,6 +316,40 @@ class Provisioner:
         finally:
             self.ansible.gone(name)
             p.cpu_s = time.thread_time() - cpu0
+
+    async def run_step(self, name: str, step: Step, noted: dict[str, Any] | None) -> None:
+        """One step on one server: its lifecycle state, its journal row (running, then succeeded or failed) and the step.
+
+        The one place a step is run, whichever engine sequences the steps (this one, or the
+        scale-out engine's activities, :mod:`fleetctl.scaleout`).
+
+        Raises:
+            StepError: the step failed (its row says why).
+        """
+        journal = self.journal
+        assert journal is not None
+        ctx = self.ctx[name]
+        p = self.progress[name]
+        state = await journal.advance(name, step.phase, reason=f"provision: {step.name}")
+        self.update(name, state=state, step=step.name, status="running")
+        sid = await journal.start_step(ctx.id, step.name)
+        t_step = time.monotonic()
+        try:
+            output = await step.run(StepCall(self, ctx, sid, noted))
+        except (TimeoutError, FleetError, OSError) as e:
+            failure = Failure.of(step.name, e)
+            await journal.end_step(sid, StepState.FAILED, error=failure.reason)
+            raise StepError(failure) from e
+        await journal.end_step(sid, StepState.SUCCEEDED, output=output)
+        p.done.append(step.name)
+        p.timings[step.name] = round(time.monotonic() - t_step, 2)
+
+    async def ready(self, name: str) -> None:
+        """Every step done: the server is ready, its target cleared."""
+        assert self.journal is not None
+        state = await self.journal.advance(name, S.READY, reason="provision: every step done")
+        await self.journal.set_target(name, None)
+        self.update(name, state=state, step="ready", status="ready", result=Result.READY, finished=time.monotonic())
 
     async def _failed(self, name: str, failure: Failure) -> None:
         assert self.journal is not None

@@ -65,6 +65,11 @@ def fake_steps(monkeypatch):  # type: ignore[no-untyped-def]
         return {}
 
     monkeypatch.setattr(engine.Provisioner, "_power_states", no_bmcs)
+    # The preflight reads every secret the run will need before the first step: the example site's are in the environment.
+    for var in ("BMC_TYO1", "SWITCH"):
+        monkeypatch.setenv(f"{var}_USERNAME", "admin")
+        monkeypatch.setenv(f"{var}_PASSWORD", "not-a-real-one")
+    monkeypatch.setenv("FLEETCTL_K8S_TOKEN", "abcdef.0123456789abcdef")
     return calls, fail
 
 
