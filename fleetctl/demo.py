@@ -119,7 +119,7 @@ def main() -> None:
         step("8. Burn in rack-12's MN-Core boards: all at once, a verdict per board, a failing one sent to RMA")
         print("One board computes wrong results (a lab fault the burn-in program cannot know of):")
         sh("lab", "fault", "mn-tyo1-r12-04", "--board", "2", "--set", "fault=checksum", env=env, tail=0)
-        sh("burnin", "--mncore", "rack-12", "--level", "quick", "--duration", "10", env=env, expect=5, tail=6)
+        sh("burnin", "--mncore", "rack-12", "--level", "quick", "--duration", "10", env=env, expect=5, tail=8)
         sh("board", "rma", "list", env=env)
         sh("server", "list", "--state", "maintenance", env=env, tail=3)
         burnin_report = demo_dir / "burnin.html"

@@ -161,16 +161,24 @@ def _report(p: Any, result: Any, output: Format) -> None:
                   "worst": result.worst, "boards": [b.row() for b in result.boards], "rma": result.rma,
                   "to_maintenance": result.to_maintenance, "notes": {k: v for k, v in result.notes.items() if v}}, output)  # fmt: skip
         return
+    from fleetctl.burnin.verdict import RANK
+
     rows = []
-    for b in result.boards:
+    # Worst first, and the boards that passed only counted: the table is for what needs a hand.
+    shown = sorted((b for b in result.boards if b.verdict != "pass"), key=lambda b: -RANK.get(b.verdict, 3))
+    for b in shown:
         m = b.metrics
         main = [r for r in b.reasons if r["severity"] != "note"] or b.reasons
         rows.append({"server": b.server, "board": b.device, "serial": b.serial, "verdict": b.verdict + (" (earlier)" if b.resumed else ""),
                      "throughput": m.get("throughput"), "max °C": m.get("max_temp_c"),
                      "why": "; ".join(r["message"] for r in main[:2]) + (f" (+{len(main) - 2})" if len(main) > 2 else "")})  # fmt: skip
-    emit(rows, output, columns=["server", "board", "serial", "verdict", "throughput", "max °C", "why"],
-         styles={"verdict": lambda v: STYLE.get(str(v).split(" ")[0])})  # fmt: skip
+    if rows:
+        emit(rows, output, columns=["server", "board", "serial", "verdict", "throughput", "max °C", "why"],
+             styles={"verdict": lambda v: STYLE.get(str(v).split(" ")[0])})  # fmt: skip
     out = console()
+    passed = len(result.boards) - len(shown)
+    if passed:
+        out.print(f"{passed} board(s) passed" + (" (not listed; fleetctl burnin show lists every board)" if rows else ""))
     c = result.counts
     out.print(f"burn-in run {result.run_id}{' (resumed)' if result.resumed else ''}: {len(result.boards)} results in "
               f"{result.elapsed_s:.1f} s (workload {result.workload_s:.1f} s): "
