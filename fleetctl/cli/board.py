@@ -49,7 +49,7 @@ def show(serial: str, output: OutputOpt = Format.table) -> None:
 def add(
     serial: str,
     server: Annotated[str, typer.Option(help="The server that holds it.")],
-    slot: Annotated[int, typer.Option(help="Slot number in the server.")],
+    slot: Annotated[int, typer.Option(help="Slot number in the server.", min=0, max=63)],
     kind: Annotated[str | None, typer.Option(help="mncore2, mncore or gpu (default: the model's).")] = None,
     pci: Annotated[str | None, typer.Option(help="PCI address, like 0000:1b:00.0.")] = None,
     model: Annotated[str | None, typer.Option(help="Board model name.")] = None,
@@ -86,7 +86,7 @@ def _board_site(serial: str) -> tuple[str, str]:
 def set_(
     serial: str,
     server: Annotated[str | None, typer.Option(help="Move it to this server (same site).")] = None,
-    slot: Annotated[int | None, typer.Option(help="Slot number.")] = None,
+    slot: Annotated[int | None, typer.Option(help="Slot number.", min=0, max=63)] = None,
     pci: Annotated[str | None, typer.Option(help="PCI address.")] = None,
     model: Annotated[str | None, typer.Option(help="Board model name.")] = None,
     state: Annotated[str | None, typer.Option(help="ok, suspect, failed, rma, unknown.")] = None,

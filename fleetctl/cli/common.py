@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -11,6 +12,21 @@ from fleetctl.cli.output import Format
 OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json, yaml or csv.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
 ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why: recorded in the audit log.")]
+
+
+def finite(low: float, *, above: bool = False) -> Callable[[float | None], float | None]:
+    """A typer callback for a float option: a finite number >= low (> low with ``above``).
+
+    click's ``min=`` lets nan and inf through (``nan < 1`` is false), and a
+    float option reads "nan" and "inf": refused here, where the value enters.
+    """
+
+    def check(value: float | None) -> float | None:
+        if value is not None and (value != value or value in (float("inf"), float("-inf")) or value < low or (above and value == low)):
+            raise typer.BadParameter(f"{value:g} is not a finite number {'>' if above else '>='} {low:g}")
+        return value
+
+    return check
 
 
 def conn():  # type: ignore[no-untyped-def]

@@ -14,7 +14,7 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command("list")
 def list_(
-    limit: Annotated[int, typer.Option(help="How many, newest first.")] = 50,
+    limit: Annotated[int, typer.Option(help="How many, newest first.", min=1)] = 50,
     name: Annotated[str | None, typer.Option("--name", help="Only events about objects whose name contains this.")] = None,
     output: OutputOpt = Format.table,
 ) -> None:

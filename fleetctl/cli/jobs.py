@@ -14,7 +14,7 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command("list")
 def list_(
-    limit: Annotated[int, typer.Option(help="How many, newest first.")] = 20,
+    limit: Annotated[int, typer.Option(help="How many, newest first.", min=1)] = 20,
     kind: Annotated[str | None, typer.Option(help="Only this kind (inspect, power.on, provision ...).")] = None,
     output: OutputOpt = Format.table,
 ) -> None:

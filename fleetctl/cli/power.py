@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt
+from fleetctl.cli.common import DryRunOpt, OutputOpt, finite
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -36,7 +36,7 @@ def status(targets: TargetsArg, output: OutputOpt = Format.table) -> None:
 @app.command("on")
 def on(
     targets: TargetsArg,
-    stagger: Annotated[float, typer.Option(help="Seconds between two power-ons in one rack (spreads inrush).")] = 1.0,
+    stagger: Annotated[float, typer.Option(help="Seconds between two power-ons in one rack (spreads inrush).", callback=finite(0))] = 1.0,
     dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
 ) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, finite
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -61,7 +61,7 @@ def show(name: str, output: OutputOpt = Format.table) -> None:
 def add(
     name: str,
     rack: Annotated[str, typer.Option(help="The rack (rack-12 or site/rack-12).")],
-    position: Annotated[int, typer.Option(help="Lowest rack unit it occupies.")],
+    position: Annotated[int, typer.Option(help="Lowest rack unit it occupies.", min=1)],
     model: Annotated[str, typer.Option(help="Hardware model name.")],
     serial: Annotated[str, typer.Option(help="Chassis serial number.")],
     bmc: Annotated[str | None, typer.Option(help="BMC URL (https://...).")] = None,
@@ -98,7 +98,7 @@ def add(
 def set_(
     name: str,
     rack: Annotated[str | None, typer.Option(help="Move to this rack (same site).")] = None,
-    position: Annotated[int | None, typer.Option(help="Move to this rack unit.")] = None,
+    position: Annotated[int | None, typer.Option(help="Move to this rack unit.", min=1)] = None,
     model: Annotated[str | None, typer.Option(help="Hardware model name.")] = None,
     serial: Annotated[str | None, typer.Option(help="Chassis serial number.")] = None,
     bmc: Annotated[str | None, typer.Option(help="BMC URL.")] = None,
@@ -215,7 +215,7 @@ def inspect(
 def health(
     targets: Annotated[list[str], typer.Argument(help="Servers, racks, sites, selectors (state=, tag=, model=) or all.")],
     logs: Annotated[bool, typer.Option("--logs", help="Also read BMC log entries newer than the last health check.")] = False,
-    max_skew: Annotated[float, typer.Option(help="Flag a BMC clock off by more than this many seconds.")] = 30.0,
+    max_skew: Annotated[float, typer.Option(help="Flag a BMC clock off by more than this many seconds.", callback=finite(0))] = 30.0,
     output: OutputOpt = Format.table,
 ) -> None:
     """Read system and chassis health, PSUs, fans, temperatures, the BMC's firmware and clock.

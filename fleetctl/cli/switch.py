@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, finite
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -47,7 +47,7 @@ def show(name: str, output: OutputOpt = Format.table) -> None:
 def add(
     name: str,
     rack: Annotated[str, typer.Option(help="The rack (rack-12 or site/rack-12).")],
-    position: Annotated[int, typer.Option(help="Lowest rack unit it occupies.")],
+    position: Annotated[int, typer.Option(help="Lowest rack unit it occupies.", min=1)],
     model: Annotated[str, typer.Option(help="Hardware model name (a switch model).")],
     platform: Annotated[str, typer.Option(help="sonic, eos, nxos or linux.")],
     role: Annotated[str, typer.Option(help="leaf, spine or management.")],
@@ -78,7 +78,7 @@ def add(
 @app.command("set")
 def set_(
     name: str,
-    position: Annotated[int | None, typer.Option(help="Move to this rack unit.")] = None,
+    position: Annotated[int | None, typer.Option(help="Move to this rack unit.", min=1)] = None,
     platform: Annotated[str | None, typer.Option(help="sonic, eos, nxos or linux.")] = None,
     role: Annotated[str | None, typer.Option(help="leaf, spine or management.")] = None,
     address: Annotated[str | None, typer.Option(help="Management address.")] = None,
@@ -203,7 +203,7 @@ app.add_typer(vlan_app, name="vlan", help="Set one port's VLANs, carefully.")
 def vlan_set(
     switch: str,
     port: str,
-    access: Annotated[int | None, typer.Option("--access", help="Make it an access port on this VLAN.")] = None,
+    access: Annotated[int | None, typer.Option("--access", help="Make it an access port on this VLAN.", min=1, max=4094)] = None,
     trunk: Annotated[str | None, typer.Option("--trunk", help="Make it a trunk carrying these VLANs (100,200-210).")] = None,
     description: Annotated[str | None, typer.Option(help="Port description.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Also touch an uplink or a port of a server in service.")] = False,
@@ -400,8 +400,12 @@ def _poll(switches: list, what: tuple[str, ...], pollers: dict | None = None) ->
 @app.command("poll")
 def poll(
     targets: SwitchTargetsArg,
-    interval: Annotated[float, typer.Option(help="Seconds between two polls for rates (0: one poll, counters only).")] = 5.0,
-    max_temp: Annotated[float, typer.Option(help="Flag a temperature sensor above this many degrees C.")] = 85.0,
+    interval: Annotated[
+        float, typer.Option(help="Seconds between two polls for rates (0: one poll, counters only).", callback=finite(0))
+    ] = 5.0,
+    max_temp: Annotated[
+        float, typer.Option(help="Flag a temperature sensor above this many degrees C.", callback=finite(0, above=True))
+    ] = 85.0,
     output: OutputOpt = Format.table,
 ) -> None:
     """Poll switches over SNMP: port status against the plan, errors, traffic rates, reboots."""

@@ -57,3 +57,37 @@ def test_control_character_names_file_line_and_column(tmp_path, cli, loaded, cha
     line = line_of(text, f"serial: SER{char}")
     assert f"{path}:{line}:18: control character U+{ord(char):04X}" in err, err
     assert loaded() == before
+
+
+# -- CLI numeric options ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "fragment"),
+    [
+        (["events", "list", "--limit", "-1"], "--limit", "greater than or equal to 1"),
+        (["jobs", "list", "--limit", "0"], "--limit", "greater than or equal to 1"),
+        (["power", "on", "all", "--stagger", "-1"], "--stagger", "-1 is not a finite number >= 0"),
+        (["power", "on", "all", "--stagger", "nan"], "--stagger", "nan is not a finite number >= 0"),
+        (["power", "on", "all", "--stagger", "inf"], "--stagger", "inf is not a finite number >= 0"),
+        (["server", "health", "all", "--max-skew", "nan"], "--max-skew", "nan is not a finite number"),
+        (["switch", "poll", "all", "--interval", "inf"], "--interval", "inf is not a finite number"),
+        (["switch", "poll", "all", "--max-temp", "0"], "--max-temp", "0 is not a finite number > 0"),
+        (["rack", "add", "r9", "--site", "lab1", "--height", "-1"], "--height", ""),
+        (["rack", "set", "r1", "--power-budget", "-5"], "--power-budget", ""),
+        (["server", "set", "s1", "--position", "-1"], "--position", ""),
+        (["board", "set", "B-1", "--slot", "-1"], "--slot", ""),
+        (["switch", "vlan", "set", "sw1", "Ethernet1", "--access", "0"], "--access", ""),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_bad_numeric_option_is_refused_naming_it(cli, loaded, args, option, fragment):
+    before = loaded()
+    r = cli(*args)
+    assert r.code == 2, (r.out, r.err)
+    error = [line for line in r.err.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1, r.err
+    assert f"Invalid value for '{option}'" in error[0], r.err
+    assert fragment in error[0], r.err
+    assert "Traceback" not in r.err
+    assert loaded() == before
