@@ -92,6 +92,20 @@ def is_local(image: str) -> bool:
     return not image.startswith(("http://", "https://"))
 
 
+def redact(url: str) -> str:
+    """An image URL as shown and journaled: a password in it (``http://user:pw@host/...``) is masked."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if is_local(url):
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def render(template: str, *, base: str, id: str, component: str, version: str) -> str:
     return template.format(base=base.rstrip("/"), id=id, component=component, version=version)
 
@@ -377,7 +391,7 @@ class Campaign:
         j = self.journal
         sid = self.ids[run.server]
         step = await j.start_step(sid, f"flash.{f.id}")
-        noted: dict[str, Any] = {"phase": "starting", "key": f.key, "before": f.before, "to": f.wanted, "image": f.image,
+        noted: dict[str, Any] = {"phase": "starting", "key": f.key, "before": f.before, "to": f.wanted, "image": redact(f.image),
                                  "method": f.method, "apply_time": apply_time or "Immediate"}  # fmt: skip
         await j.note(step, noted)
         targets = [f.uri] if f.uri else None
@@ -542,7 +556,7 @@ def rows_for(wave: int, run: ServerRun | None, server: str, error: str | None, *
         if dry_run:
             would = {"planned": "would update" if f.action == UPDATE else "would downgrade", "refused": "would refuse"}
             result = would.get(f.state, f.state)
-            message = f.image if f.state == "planned" else f.message
+            message = redact(f.image) if f.state == "planned" else f.message
         else:
             result, message = f.state, f.message
         out.append({"wave": wave, "server": server, "component": f.id, "from": f.before, "to": f.wanted,

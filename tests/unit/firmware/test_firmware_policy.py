@@ -10,7 +10,7 @@ import pytest
 
 from fleetctl.errors import InputError
 from fleetctl.interfaces.bmc import FirmwareComponent
-from fleetctl.workflows.firmware_campaign import Campaign, CampaignOptions, plan, run_waves
+from fleetctl.workflows.firmware_campaign import Campaign, CampaignOptions, plan, redact, run_waves
 from fleetctl.workflows.firmware_policy import Threshold, Window, board_slot, classify, compare_versions, compliance
 
 
@@ -71,6 +71,12 @@ def test_the_plan_renders_images_and_keeps_refusals_with_their_reason() -> None:
     assert flashes[0].message and "--allow-downgrade" in flashes[0].message
     only = plan(inv, want, CampaignOptions(template="{base}/{id}-{version}.bin", base="http://img", only={"mncore2-board"}))
     assert [f.id for f in only] == ["mncore2_slot0_mncore2-board"]
+
+
+def test_a_password_in_an_image_url_is_never_shown() -> None:
+    assert redact("https://fw:s3cret@images.example:8443/fw/BIOS-1.9.0.bin") == "https://fw:***@images.example:8443/fw/BIOS-1.9.0.bin"
+    assert redact("http://images.example/fw/BIOS-1.9.0.bin") == "http://images.example/fw/BIOS-1.9.0.bin"
+    assert redact("/srv/fw/BIOS-1.9.0.bin") == "/srv/fw/BIOS-1.9.0.bin"
 
 
 def test_board_slots_are_read_from_component_ids() -> None:
