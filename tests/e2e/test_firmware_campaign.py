@@ -161,6 +161,25 @@ def test_push_only_bmc_gets_a_multipart_upload_from_a_local_folder(lab, cli, tmp
     c = counters(lab, MN[2])
     assert c["firmware_pushes"] == 1 and c["firmware_by_component"] == {"BIOS": 1}
     assert "push" in next(e for e in _events(cli, "firmware.update") if e["object_name"] == MN[2])["detail"]
+    # From an http URL: the BMC cannot pull, so fleetctl fetches each image and pushes it.
+    _baseline("mn-server-2", "mncore2-board", "1.0.0")
+    for b in BOARDS:
+        (images / f"{b}-1.0.0.bin").write_bytes(os.urandom(2048))
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(images))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        code, rows = _update(cli, MN[2], "--image-base", f"http://127.0.0.1:{httpd.server_address[1]}")
+    finally:
+        httpd.shutdown()
+    assert code == 0, rows
+    assert [(x["component"], x["result"]) for x in rows] == [(b, "updated") for b in BOARDS]
+    c = counters(lab, MN[2])
+    assert c["firmware_pushes"] == 5 and c["firmware_by_component"] == {"BIOS": 1, **{b: 1 for b in BOARDS}}
 
 
 def test_failure_threshold_halts_the_waves_after(lab, cli):  # type: ignore[no-untyped-def]
