@@ -132,7 +132,8 @@ def update(
     push: Annotated[bool, typer.Option("--push", help="Upload the images (MultipartHttpPushUri) even where the BMC "
                                        "could pull them.")] = False,  # fmt: skip
     task_timeout: Annotated[float, typer.Option("--task-timeout", help="Seconds an update task may run.")] = 3600.0,
-    poll: Annotated[float, typer.Option(help="Seconds between reads while waiting (tasks in BMCs, power, versions).")] = 2.0,
+    poll: Annotated[float, typer.Option(help="Seconds between reads while waiting for updates running in a BMC, the power "
+                                        "and the versions after a reset (a task is polled as its BMC says).")] = 2.0,  # fmt: skip
     allow_in_service: Annotated[bool, typer.Option("--allow-in-service", help="Also update servers in service.")] = False,
     dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
