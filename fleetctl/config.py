@@ -36,6 +36,83 @@ def database_url() -> str:
     return f"sqlite:///{path.resolve()}"
 
 
+# --- numbers from the environment ----------------------------------------------------
+#
+# Read where they enter, once, with a message naming the variable: a value that
+# is not a number, or one that makes no sense (-1, 0, nan, inf), stops the
+# command with exit 2 instead of failing later on every server.
+
+
+def _env_raw(name: str) -> str | None:
+    raw = os.environ.get(name, "").strip()
+    return raw or None
+
+
+def _shown(raw: str) -> str:
+    return raw if len(raw) <= 40 else raw[:37] + "..."
+
+
+def env_seconds(name: str, *, maximum: float = 86400.0) -> float | None:
+    """A number of seconds > 0 (and at most ``maximum``) from the variable ``name``; None when unset or empty.
+
+    Raises:
+        InputError: the value is not a finite number in that range.
+    """
+    raw = _env_raw(name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= maximum:  # false for nan too
+        from fleetctl.errors import InputError
+
+        raise InputError(f"{name}={_shown(raw)}: must be a number of seconds > 0 (at most {maximum:g})")
+    return value
+
+
+def env_count(name: str, *, minimum: int = 0, maximum: int, what: str) -> int | None:
+    """A whole number in ``minimum..maximum`` from the variable ``name``; None when unset or empty.
+
+    ``what`` names the unit in the message ("retries").
+
+    Raises:
+        InputError: the value is not a whole number in that range.
+    """
+    raw = _env_raw(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = minimum - 1
+    if not minimum <= value <= maximum:
+        from fleetctl.errors import InputError
+
+        raise InputError(f"{name}={_shown(raw)}: must be a whole number of {what}, {minimum}..{maximum}")
+    return value
+
+
+ENV_BMC_TIMEOUT = "FLEETCTL_BMC_TIMEOUT"
+ENV_BMC_RETRIES = "FLEETCTL_BMC_RETRIES"
+
+
+def bmc_limits() -> dict[str, float | int]:
+    """Per-request ``timeout`` and ``retries`` for the BMC (and switch) drivers, from the environment.
+
+    Only the variables that are set are returned; the driver's defaults hold for the others.
+    """
+    out: dict[str, float | int] = {}
+    timeout = env_seconds(ENV_BMC_TIMEOUT)
+    if timeout is not None:
+        out["timeout"] = timeout
+    retries = env_count(ENV_BMC_RETRIES, maximum=10, what="retries")
+    if retries is not None:
+        out["retries"] = retries
+    return out
+
+
 # --- the scale-out engine (Temporal) -------------------------------------------------
 
 ENV_TEMPORAL = "FLEETCTL_TEMPORAL"

@@ -109,19 +109,12 @@ def _limits() -> dict[str, Any]:
     """Per-request timeout and retries, from FLEETCTL_BMC_TIMEOUT / FLEETCTL_BMC_RETRIES.
 
     The defaults (30 s, 2 retries) suit real BMCs, some of which take 20 s to
-    answer a reset; a sweep over known-dead BMCs may want less.
+    answer a reset; a sweep over known-dead BMCs may want less. A bad value
+    (-1, 0, nan, inf, garbage) is refused here, before any BMC is contacted.
     """
-    import os
+    from fleetctl.config import bmc_limits
 
-    out: dict[str, Any] = {}
-    for env, key, kind in (("FLEETCTL_BMC_TIMEOUT", "timeout", float), ("FLEETCTL_BMC_RETRIES", "retries", int)):
-        raw = os.environ.get(env)
-        if raw:
-            try:
-                out[key] = kind(raw)
-            except ValueError:
-                raise InputError(f"{env}={raw!r} is not a number") from None
-    return out
+    return dict(bmc_limits())
 
 
 def bmc_targets(servers: list[ServerRef], **kwargs: Any) -> tuple[list[Any], dict[str, str]]:

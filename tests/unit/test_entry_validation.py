@@ -91,3 +91,35 @@ def test_bad_numeric_option_is_refused_naming_it(cli, loaded, args, option, frag
     assert fragment in error[0], r.err
     assert "Traceback" not in r.err
     assert loaded() == before
+
+
+# -- numbers from the environment ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "message"),
+    [
+        ("FLEETCTL_BMC_TIMEOUT", "-1", "FLEETCTL_BMC_TIMEOUT=-1: must be a number of seconds > 0"),
+        ("FLEETCTL_BMC_TIMEOUT", "0", "FLEETCTL_BMC_TIMEOUT=0: must be a number of seconds > 0"),
+        ("FLEETCTL_BMC_TIMEOUT", "nan", "FLEETCTL_BMC_TIMEOUT=nan: must be a number of seconds > 0"),
+        ("FLEETCTL_BMC_TIMEOUT", "inf", "FLEETCTL_BMC_TIMEOUT=inf: must be a number of seconds > 0"),
+        ("FLEETCTL_BMC_TIMEOUT", "soon", "FLEETCTL_BMC_TIMEOUT=soon: must be a number of seconds > 0"),
+        ("FLEETCTL_BMC_RETRIES", "-3", "FLEETCTL_BMC_RETRIES=-3: must be a whole number of retries"),
+        ("FLEETCTL_BMC_RETRIES", "two", "FLEETCTL_BMC_RETRIES=two: must be a whole number of retries"),
+    ],
+)
+def test_bad_number_in_the_environment_is_refused_before_any_bmc(cli, loaded, monkeypatch, env, value, message):
+    monkeypatch.setenv(env, value)
+    err = _one_line_error(cli("power", "status", "s1", "s2"))
+    assert f"error: {message}" in err, err
+
+
+def test_numbers_from_the_environment_parse_when_good(monkeypatch):
+    from fleetctl.config import bmc_limits
+
+    monkeypatch.delenv("FLEETCTL_BMC_TIMEOUT", raising=False)
+    monkeypatch.delenv("FLEETCTL_BMC_RETRIES", raising=False)
+    assert bmc_limits() == {}
+    monkeypatch.setenv("FLEETCTL_BMC_TIMEOUT", " 2.5 ")
+    monkeypatch.setenv("FLEETCTL_BMC_RETRIES", "0")
+    assert bmc_limits() == {"timeout": 2.5, "retries": 0}
