@@ -11,11 +11,48 @@ from ipaddress import ip_address
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 Name = Annotated[str, Field(pattern=NAME_RE, max_length=63)]
-Vlan = Annotated[int, Field(ge=1, le=4094)]
+
+# Limits on free text (docs/site-files.md): a description or note, and every
+# other text value (vendor, serial, version, port ...). A site file is not a
+# place for megabytes: each of these ends up in the store and in every export.
+TEXT_MAX = 4096
+SHORT_MAX = 255
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # tab and newline are text
+_CONTROL_OR_NEWLINE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _no_control(v: str) -> str:
+    # A raw control character is refused by the loader with its column; these
+    # came in through a YAML escape ("\0") or a JSON file.
+    if m := _CONTROL_RE.search(v):
+        raise ValueError(f"control character U+{ord(m.group()):04X} is not allowed")
+    return v
+
+
+def _one_line(v: str) -> str:
+    if m := _CONTROL_OR_NEWLINE_RE.search(v):
+        raise ValueError(f"control character U+{ord(m.group()):04X} is not allowed")
+    return v
+
+
+def _not_bool(v: Any) -> Any:
+    # YAML reads `true`/`yes`/`on` as a boolean, and pydantic would take it as 1.
+    if isinstance(v, bool):
+        raise ValueError(f"Input should be a valid integer, not {str(v).lower()}")
+    return v
+
+
+# Free text (descriptions): at most TEXT_MAX characters, newlines allowed.
+Text = Annotated[str, Field(max_length=TEXT_MAX), AfterValidator(_no_control)]
+# Any other text value: one line, at most SHORT_MAX characters.
+Short = Annotated[str, Field(max_length=SHORT_MAX), AfterValidator(_one_line)]
+# An integer: never a boolean.
+Int = Annotated[int, BeforeValidator(_not_bool)]
+Vlan = Annotated[Int, Field(ge=1, le=4094)]
 BoardKind = Literal["mncore2", "mncore", "gpu"]
 ServerStateName = Literal[
     "registered", "inspected", "preparing", "installing", "configuring", "validating",
@@ -58,8 +95,8 @@ def expand_ports(patterns: list[str]) -> list[str]:
 
 
 class PowerSpec(Strict):
-    idle: Annotated[int, Field(ge=0)]
-    peak: Annotated[int, Field(ge=0)]
+    idle: Annotated[Int, Field(ge=0)]
+    peak: Annotated[Int, Field(ge=0)]
 
     @model_validator(mode="after")
     def _peak_above_idle(self) -> PowerSpec:
@@ -70,7 +107,7 @@ class PowerSpec(Strict):
 
 class BoardsSpec(Strict):
     kind: BoardKind
-    count: Annotated[int, Field(ge=1, le=64)]
+    count: Annotated[Int, Field(ge=1, le=64)]
 
 
 class ModelSpec(Strict):
@@ -78,14 +115,14 @@ class ModelSpec(Strict):
 
     name: Name
     kind: Literal["server", "switch"]
-    vendor: str
-    model: str
-    height: Annotated[int, Field(ge=1, le=16)] = 1
+    vendor: Short
+    model: Short
+    height: Annotated[Int, Field(ge=1, le=16)] = 1
     power: PowerSpec | None = None
     boards: BoardsSpec | None = None
-    bios_profile: str | None = None
-    firmware: dict[str, str] = Field(default_factory=dict)
-    ports: list[str] | None = None
+    bios_profile: Short | None = None
+    firmware: dict[Short, Short] = Field(default_factory=dict)
+    ports: list[Short] | None = None
     # The driver that manages devices of this model (an entry point of the
     # fleetctl.bmc group for servers, fleetctl.switch for switches); None:
     # redfish for servers, netmiko for switches.
@@ -109,7 +146,7 @@ class ModelSpec(Strict):
 
 class NicSpec(Strict):
     name: Name
-    mac: str | None = None
+    mac: Short | None = None
 
     @field_validator("mac")
     @classmethod
@@ -118,12 +155,12 @@ class NicSpec(Strict):
 
 
 class BoardSpec(Strict):
-    serial: Annotated[str, Field(min_length=1)]
-    slot: Annotated[int, Field(ge=0, le=63)]
+    serial: Annotated[Short, Field(min_length=1)]
+    slot: Annotated[Int, Field(ge=0, le=63)]
     kind: BoardKind | None = None  # defaults to the model's board kind
-    pci: str | None = None
-    model: str | None = None
-    firmware: dict[str, str] = Field(default_factory=dict)
+    pci: Short | None = None
+    model: Short | None = None
+    firmware: dict[Short, Short] = Field(default_factory=dict)
     state: BoardStateName = "ok"
 
     @field_validator("pci")
@@ -139,13 +176,13 @@ class BoardSpec(Strict):
 
 class ServerSpec(Strict):
     name: Name
-    serial: Annotated[str, Field(min_length=1)]
+    serial: Annotated[Short, Field(min_length=1)]
     model: Name
-    position: Annotated[int, Field(ge=1)]
-    bmc: str | None = None
-    system_id: str | None = None
-    credential: str | None = None
-    fingerprint: str | None = None
+    position: Annotated[Int, Field(ge=1)]
+    bmc: Short | None = None
+    system_id: Short | None = None
+    credential: Short | None = None
+    fingerprint: Short | None = None
     nics: list[NicSpec] = Field(default_factory=list)
     boards: list[BoardSpec] = Field(default_factory=list)
     tags: list[Name] = Field(default_factory=list)
@@ -153,7 +190,7 @@ class ServerSpec(Strict):
     state: ServerStateName = "registered"
     # The installed OS over SSH: "host" or "host:port" (default: the server's
     # name, port 22); extra Ansible host variables for its playbooks.
-    host: str | None = None
+    host: Short | None = None
     host_vars: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("host")
@@ -238,8 +275,8 @@ class SnmpSpec(Strict):
     """
 
     version: Literal["2c", "3"] = "2c"
-    credential: str
-    port: Annotated[int, Field(ge=1, le=65535)] = 161
+    credential: Short
+    port: Annotated[Int, Field(ge=1, le=65535)] = 161
 
     @field_validator("credential")
     @classmethod
@@ -252,11 +289,11 @@ class SwitchSpec(Strict):
     model: Name
     platform: Literal["sonic", "eos", "nxos", "linux"]
     role: Literal["leaf", "spine", "management"]
-    address: str
-    position: Annotated[int, Field(ge=1)]
-    serial: str | None = None
-    credential: str | None = None
-    ssh_port: Annotated[int, Field(ge=1, le=65535)] = 22
+    address: Short
+    position: Annotated[Int, Field(ge=1)]
+    serial: Short | None = None
+    credential: Short | None = None
+    ssh_port: Annotated[Int, Field(ge=1, le=65535)] = 22
     snmp: SnmpSpec | None = None
 
     @field_validator("address")
@@ -274,10 +311,10 @@ class SwitchSpec(Strict):
 
 class RackSpec(Strict):
     name: Name
-    row: str | None = None
-    position: int | None = None
-    height: Annotated[int, Field(ge=1, le=60)] = 42
-    power_budget: Annotated[int, Field(ge=0)] | None = None
+    row: Short | None = None
+    position: Annotated[Int, Field(ge=0)] | None = None
+    height: Annotated[Int, Field(ge=1, le=60)] = 42
+    power_budget: Annotated[Int, Field(ge=0)] | None = None
     servers: list[ServerSpec] = Field(default_factory=list)
     switches: list[SwitchSpec] = Field(default_factory=list)
 
@@ -286,11 +323,11 @@ class CableSpec(Strict):
     """One planned cable, from a switch port to a server NIC or a peer switch port."""
 
     switch: Name
-    port: str
+    port: Short
     server: Name | None = None
     nic: Name | None = None
     peer: Name | None = None
-    peer_port: str | None = None
+    peer_port: Short | None = None
     vlans: list[Vlan] = Field(default_factory=list)
     mode: Literal["access", "trunk"] | None = None
 
@@ -333,9 +370,9 @@ _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A
 class K8sJoinSpec(Strict):
     """What a server needs to join a Kubernetes cluster (kubeadm join)."""
 
-    endpoint: str  # the API server, host:port
-    token: str  # a credential reference to the bootstrap token, never the token
-    ca_cert_hash: str  # sha256:<64 hex>, the cluster CA's public key pin
+    endpoint: Short  # the API server, host:port
+    token: Short  # a credential reference to the bootstrap token, never the token
+    ca_cert_hash: Short  # sha256:<64 hex>, the cluster CA's public key pin
 
     @field_validator("endpoint")
     @classmethod
@@ -386,15 +423,15 @@ class ProvisioningSpec(Strict):
     vlan: Vlan  # the VLAN data ports sit on (access/native) during the OS install
     boot: Literal["pxe", "vmedia"]  # one-time boot source for the install
     # The install ISO; required for vmedia. validate_default: the check runs when it is left out.
-    image: str | None = Field(default=None, validate_default=True)
-    firmware_images: str | None = None  # base URL the BMCs fetch firmware images from
-    firmware_template: str = "{base}/{id}-{version}.bin"
-    install_timeout: Annotated[int, Field(ge=1)] = 3600  # seconds to wait for the installed OS
-    ssh_user: str = "root"
-    ssh_key: str | None = None  # path of the private key (never the key)
+    image: Text | None = Field(default=None, validate_default=True)
+    firmware_images: Text | None = None  # base URL the BMCs fetch firmware images from
+    firmware_template: Text = "{base}/{id}-{version}.bin"
+    install_timeout: Annotated[Int, Field(ge=1)] = 3600  # seconds to wait for the installed OS
+    ssh_user: Short = "root"
+    ssh_key: Text | None = None  # path of the private key (never the key)
     # A known_hosts file the hosts' keys are checked against strictly; None:
     # fleetctl's own, where a new host's key is accepted on first contact.
-    known_hosts: str | None = None
+    known_hosts: Text | None = None
     k8s: K8sJoinSpec | None = None
 
     @field_validator("image")
@@ -417,13 +454,18 @@ class ProvisioningSpec(Strict):
         from string import Formatter
 
         try:
-            names = [f for _, f, _, _ in Formatter().parse(v) if f is not None]
+            fields = [(f, spec, conv) for _, f, spec, conv in Formatter().parse(v) if f is not None]
         except ValueError as e:
             raise ValueError(f"firmware_template {v!r}: {e}") from None
-        bad = [n for n in names if n not in FIRMWARE_TEMPLATE_FIELDS]
-        if bad:
-            allowed = " ".join("{" + n + "}" for n in FIRMWARE_TEMPLATE_FIELDS)
-            raise ValueError(f"firmware_template may use only {allowed}, not {{{bad[0]}}}")
+        allowed = " ".join("{" + n + "}" for n in FIRMWARE_TEMPLATE_FIELDS)
+        for name, spec, conv in fields:
+            if name not in FIRMWARE_TEMPLATE_FIELDS:
+                raise ValueError(f"firmware_template may use only {allowed}, not {{{name}}}")
+            # A format spec can ask str.format for gigabytes ({id:>999999999}); a
+            # conversion ({id!r}) puts quotes in a URL. The fields are used as they are.
+            if spec or conv:
+                shown = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+                raise ValueError(f"{shown}: a format spec or conversion is not allowed; write {{{name}}}")
         return v
 
     @field_validator("ssh_user")
@@ -454,7 +496,7 @@ class ProvisioningSpec(Strict):
 
 class SiteSpec(Strict):
     name: Name
-    description: str | None = None
+    description: Text | None = None
     provisioning: ProvisioningSpec | None = None
     racks: list[RackSpec] = Field(default_factory=list)
     cabling: list[CableSpec] = Field(default_factory=list)
@@ -464,8 +506,8 @@ class BiosProfileSpec(Strict):
     """BIOS settings a hardware model's servers should have (attribute -> value)."""
 
     name: Name
-    description: str | None = None
-    attributes: dict[str, str | bool | int | float] = Field(default_factory=dict)
+    description: Text | None = None
+    attributes: dict[Short, Short | bool | int | float] = Field(default_factory=dict)
 
     @field_validator("attributes")
     @classmethod

@@ -123,3 +123,67 @@ def test_numbers_from_the_environment_parse_when_good(monkeypatch):
     monkeypatch.setenv("FLEETCTL_BMC_TIMEOUT", " 2.5 ")
     monkeypatch.setenv("FLEETCTL_BMC_RETRIES", "0")
     assert bmc_limits() == {"timeout": 2.5, "retries": 0}
+
+
+# -- site files: values the schema refuses ------------------------------------------
+
+_PROV = "  provisioning:\n    vlan: 200\n    boot: pxe\n    firmware_images: https://fw.lab1.example/firmware\n"
+
+
+def _with_prov(extra: str) -> str:
+    return replace_once(BASE, "- name: lab1\n", "- name: lab1\n" + _PROV + extra)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle", "field", "fragment"),
+    [
+        (replace_once(BASE, "  model: S2\n  height: 2\n", "  model: S2\n  height: true\n"),
+         "height: true", "models[1].height", "valid integer, not true"),
+        (replace_once(BASE, "      position: 2\n", "      position: yes\n"),
+         "position: yes", "sites[0].racks[0].servers[1].position", "valid integer, not true"),
+        (replace_once(BASE, "    height: 10\n", "    height: 10\n    power_budget: false\n"),
+         "power_budget: false", "sites[0].racks[0].power_budget", "valid integer, not false"),
+        (replace_once(BASE, "        slot: 1\n", "        slot: on\n"),
+         "slot: on", "sites[0].racks[0].servers[0].boards[1].slot", "valid integer, not true"),
+        (replace_once(BASE, "    nic: eth0\n    vlans:\n    - 100\n  - switch", "    nic: eth0\n    vlans:\n    - true\n  - switch"),
+         "- true", "sites[0].cabling[0].vlans[0]", "valid integer, not true"),
+        (replace_once(BASE, "- name: lab1\n", "- name: lab1\n  description: " + "x" * 4097 + "\n"),
+         "description: xxx", "sites[0].description", "at most 4096 characters"),
+        (replace_once(BASE, "  vendor: Acme\n  model: S2\n", "  vendor: " + "A" * 256 + "\n  model: S2\n"),
+         "vendor: AAA", "models[1].vendor", "at most 255 characters"),
+        (replace_once(BASE, "      serial: SER-2\n", '      serial: "SER\\0-2"\n'),
+         "serial: \"SER", "sites[0].racks[0].servers[1].serial", "control character U+0000"),
+        (_with_prov("    firmware_template: '{base}/{id:>999999999}'\n"),
+         "firmware_template:", "sites[0].provisioning.firmware_template", "{id:>999999999}: a format spec or conversion is not allowed"),
+        (_with_prov("    firmware_template: '{base}/{id!r}-{version}.bin'\n"),
+         "firmware_template:", "sites[0].provisioning.firmware_template", "{id!r}: a format spec or conversion is not allowed"),
+        (_with_prov("    firmware_template: '{base}/{version[0]}.bin'\n"),
+         "firmware_template:", "sites[0].provisioning.firmware_template", "not {version[0]}"),
+        (_with_prov("    firmware_template: '{base}/{}.bin'\n"),
+         "firmware_template:", "sites[0].provisioning.firmware_template", "not {}"),
+    ],
+    ids=["height-true", "position-yes", "power-budget-false", "slot-on", "vlan-true", "description-4097", "vendor-256",
+         "escaped-nul", "template-format-spec", "template-conversion", "template-index", "template-positional"],
+)  # fmt: skip
+def test_bad_value_in_a_site_file_names_file_line_field(tmp_path, cli, loaded, text, needle, field, fragment):
+    before = loaded()
+    path, r = _import(tmp_path, cli, text)
+    err = _one_line_error(r)
+    assert f"{path}:{line_of(text, needle)}: {field}: " in err, err
+    assert fragment in err, err
+    assert loaded() == before
+
+
+def test_description_at_the_limit_and_a_good_template_are_stored(tmp_path, cli, loaded):
+    text = replace_once(_with_prov("    firmware_template: '{base}/{component}/{id}-{version}.bin'\n"),
+                        "- name: lab1\n", "- name: lab1\n  description: " + "x" * 4096 + "\n")  # fmt: skip
+    _, r = _import(tmp_path, cli, text)
+    assert r.code == 0, r.err
+    assert "x" * 4096 in loaded()
+
+
+def test_site_set_refuses_a_huge_description_and_stores_nothing(cli, loaded):
+    before = loaded()
+    err = _one_line_error(cli("site", "set", "lab1", "--description", "x" * 50_000))
+    assert "description: String should have at most 4096 characters" in err, err
+    assert loaded() == before
