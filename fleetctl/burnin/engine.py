@@ -433,6 +433,8 @@ def run(p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Pro
                     t = time.monotonic()
                     try:
                         outcome = await host.burn(sp.job)
+                    except Exception as e:  # noqa: BLE001 - one host's surprise is that server's error, never the run's end
+                        outcome = host.HostOutcome(error=f"{type(e).__name__}: {e}")
                     finally:
                         done[sp.name].set()
                     workload[0] = max(workload[0], outcome.workload_s)
