@@ -12,6 +12,11 @@ ENV_DB = "FLEETCTL_DB"
 ENV_DATA = "FLEETCTL_DATA_DIR"
 
 
+def _shown(raw: str) -> str:
+    """A setting's value for a message: a long one is cut."""
+    return raw if len(raw) <= 200 else raw[:197] + "..."
+
+
 def data_dir() -> Path:
     """The user's data folder for fleetctl (XDG), or ``FLEETCTL_DATA_DIR``."""
     explicit = os.environ.get(ENV_DATA)
@@ -22,18 +27,49 @@ def data_dir() -> Path:
     return Path(user_data_dir("fleetctl", appauthor=False))
 
 
+# A path that does not exist yet names a new SQLite file only with one of these
+# endings: `FLEETCTL_DB=garbage` (or a typo of a variable's value) would
+# otherwise create an empty database in the working folder, and show an empty fleet.
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+def check_database_setting(raw: str, *, source: str = ENV_DB) -> str:
+    """``raw`` (a URL, or a path to a SQLite file) as a SQLAlchemy URL, checked.
+
+    A value without ``://`` is a path: an existing file, or a new one whose
+    name ends in .db, .sqlite or .sqlite3 (its folder is created on first
+    use). ``source`` names the setting in the message (``FLEETCTL_DB``, ``--db``).
+
+    Raises:
+        InputError: the value is neither a URL nor such a path.
+    """
+    if "://" in raw:
+        return raw
+    path = Path(raw).expanduser()
+    shown = f"{source} {_shown(raw)}" if source.startswith("-") else f"{source}={_shown(raw)}"
+    problem = None
+    if path.is_dir():
+        problem = "is a folder, not a database file; give a path ending in .db, or a URL"
+    elif not path.exists() and path.suffix.lower() not in SQLITE_SUFFIXES:
+        problem = "no such database file; give a path ending in .db to create one, or a URL"
+    if problem:
+        from fleetctl.errors import InputError
+
+        raise InputError(f"{shown}: {problem}")
+    return f"sqlite:///{path.resolve()}"
+
+
 def database_url() -> str:
     """The SQLAlchemy URL of the inventory.
 
     ``FLEETCTL_DB`` may be a URL (``sqlite:///...``, ``postgresql+psycopg://...``)
-    or a plain path to a SQLite file; unset, it is ``fleetctl.db`` in the data
-    folder.
+    or a path to a SQLite file (see ``check_database_setting``); unset, it is
+    ``fleetctl.db`` in the data folder.
     """
     raw = os.environ.get(ENV_DB, "").strip()
-    if raw and "://" in raw:
-        return raw
-    path = Path(raw).expanduser() if raw else data_dir() / "fleetctl.db"
-    return f"sqlite:///{path.resolve()}"
+    if raw:
+        return check_database_setting(raw)
+    return f"sqlite:///{(data_dir() / 'fleetctl.db').resolve()}"
 
 
 # --- numbers from the environment ----------------------------------------------------
@@ -46,10 +82,6 @@ def database_url() -> str:
 def _env_raw(name: str) -> str | None:
     raw = os.environ.get(name, "").strip()
     return raw or None
-
-
-def _shown(raw: str) -> str:
-    return raw if len(raw) <= 40 else raw[:37] + "..."
 
 
 def env_seconds(name: str, *, maximum: float = 86400.0) -> float | None:

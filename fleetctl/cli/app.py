@@ -105,6 +105,9 @@ def root(
 ) -> None:
     cli_state.debug = debug
     if database:
+        from fleetctl.config import check_database_setting
+
+        check_database_setting(database.strip(), source="--db")  # named as typed, not as FLEETCTL_DB
         os.environ["FLEETCTL_DB"] = database
 
 
@@ -135,6 +138,7 @@ VERBS: dict[str, str] = {
     "provision": "Bring servers from cabled to ready: firmware, BIOS, VLANs, OS, runtime, check.",
     "report": "The latest sweep as one self-contained HTML page: racks by health, findings, changes, firmware, plots.",
     "exporter": "Serve the latest sweep on /metrics for Prometheus (reads the store, never the fleet).",
+    "worker": "Run a Temporal worker for a site (the scale-out engine): its servers' work runs on its site's workers.",
 }
 
 

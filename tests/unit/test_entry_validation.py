@@ -187,3 +187,43 @@ def test_site_set_refuses_a_huge_description_and_stores_nothing(cli, loaded):
     err = _one_line_error(cli("site", "set", "lab1", "--description", "x" * 50_000))
     assert "description: String should have at most 4096 characters" in err, err
     assert loaded() == before
+
+
+# -- the database setting ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["env", "option"])
+def test_a_database_path_that_is_not_a_database_is_refused_and_nothing_is_created(cli, tmp_path, monkeypatch, how):
+    monkeypatch.chdir(tmp_path)
+    if how == "env":
+        monkeypatch.setenv("FLEETCTL_DB", "garbage")
+        r, named = cli("site", "list"), "FLEETCTL_DB=garbage"
+    else:
+        r, named = cli("--db", "garbage", "site", "list"), "--db garbage"
+    err = _one_line_error(r)
+    assert f"error: {named}: no such database file; give a path ending in .db to create one, or a URL" in err, err
+    assert not (tmp_path / "garbage").exists()
+
+
+def test_a_folder_as_the_database_is_refused(cli, tmp_path, monkeypatch):
+    (tmp_path / "base.yaml").write_text(BASE, encoding="utf-8")
+    monkeypatch.setenv("FLEETCTL_DB", str(tmp_path))
+    err = _one_line_error(cli("inventory", "import", str(tmp_path / "base.yaml")))
+    assert f"FLEETCTL_DB={tmp_path}: is a folder, not a database file" in err, err
+
+
+@pytest.mark.parametrize("name", ["new.db", "new.sqlite", "new.sqlite3"])
+def test_a_new_database_needs_a_database_ending(cli, tmp_path, monkeypatch, name):
+    monkeypatch.setenv("FLEETCTL_DB", str(tmp_path / "sub" / name))
+    assert cli("site", "list").code == 0
+    assert (tmp_path / "sub" / name).is_file()
+
+
+def test_an_existing_file_and_a_url_are_taken_as_they_are(cli, tmp_path, monkeypatch):
+    import sqlite3
+
+    sqlite3.connect(tmp_path / "fleet-inventory").close()  # an existing file, whatever its name
+    monkeypatch.setenv("FLEETCTL_DB", str(tmp_path / "fleet-inventory"))
+    assert cli("site", "list").code == 0
+    monkeypatch.setenv("FLEETCTL_DB", f"sqlite:///{tmp_path / 'url-named'}")
+    assert cli("site", "list").code == 0
