@@ -25,6 +25,10 @@ memory are reported.
    included), and the lab daemon's CPU over the same window (its own and its
    waited-for children's: the stand-ins the hosts ran). The JSON is checked:
    every board of the site has a verdict, all ``pass`` (the lab is healthy).
+   With ``--stages``, the same CLI runs in a process of this script with
+   ``fleetctl.burnin.host.burn`` wrapped to record each host's start, end and
+   stage times (cleanup, pre-checks, reset, workload, post-checks), printed
+   as median/max over hosts: where the overhead goes.
 4. The floor (``--skip-floor`` skips it): a bare asyncssh client, one
    connection per host, ``gpfn3-smi list`` then the burn-in program on every
    listed board for D seconds, result lines read with mncore.yaml's
@@ -39,7 +43,7 @@ the parent's peak RSS; the load average is printed at each step (other jobs
 on the machine change every figure).
 
     .venv/bin/python bench/burnin.py [--servers 250 | --servers 50,100,250] [--duration 60] [--level quick] [--concurrency N]
-        [--install-time 2] [--skip-floor] [--keep]
+        [--install-time 2] [--stages] [--skip-floor] [--keep]
 """
 
 from __future__ import annotations
@@ -144,6 +148,54 @@ def h_ready(names_file: str) -> None:
         for n in names:
             move(conn, n, "ready", actor="bench", reason="bench/burnin.py: OS installed by the lab", force=True)
     print(json.dumps({"servers": len(names), "seconds": time.perf_counter() - t0}))
+
+
+def h_client(stages_out: str, args: list[str]) -> None:
+    """The fleetctl CLI, in this process, with each host's stage times recorded (``--stages``).
+
+    ``fleetctl.burnin.host.burn`` is wrapped: when it started and ended (seconds since this
+    process started its CLI) and its ``HostOutcome.stages``; one dict per host, nothing else.
+    """
+    import atexit
+
+    from fleetctl.burnin import host
+
+    rec: dict[str, dict[str, Any]] = {}
+    t_proc = time.monotonic()
+    orig = host.burn
+
+    async def burn(job: Any) -> Any:
+        t0 = time.monotonic() - t_proc
+        out = await orig(job)
+        rec[job.server] = {"start": t0, "end": time.monotonic() - t_proc, "stages": dict(out.stages), "error": out.error}
+        return out
+
+    host.burn = burn  # the engine looks it up at each call
+    atexit.register(lambda: Path(stages_out).write_text(json.dumps({"hosts": rec, "exit": time.monotonic() - t_proc})))
+    from fleetctl.cli.app import main as cli_main
+
+    sys.argv = ["fleetctl", *args]
+    cli_main()
+
+
+def stage_summary(doc: dict[str, Any]) -> list[str]:
+    """Lines: per stage the median and max over hosts; when hosts started and ended."""
+    import statistics
+
+    hosts = list((doc.get("hosts") or {}).values())
+    if not hosts:
+        return ["no stage times recorded"]
+    names: list[str] = []
+    for h in hosts:
+        names += [k for k in h["stages"] if k not in names]
+    parts = []
+    for k in names:
+        v = [h["stages"][k] for h in hosts if k in h["stages"]]
+        parts.append(f"{k} {statistics.median(v):.1f}/{max(v):.1f}")
+    starts, ends = sorted(h["start"] for h in hosts), sorted(h["end"] for h in hosts)
+    return [f"stages, median/max over {len(hosts)} hosts (s): " + ", ".join(parts),
+            f"hosts started {starts[0]:.1f}..{starts[-1]:.1f} s, ended {ends[0]:.1f}..{ends[-1]:.1f} s after the CLI's start; "
+            f"the process exited at {doc.get('exit', float('nan')):.1f} s"]  # fmt: skip
 
 
 def h_floor(lab_json: str, seconds: float, concurrency: int, out: str) -> None:
@@ -287,9 +339,10 @@ def check_result(doc: dict[str, Any], expected: dict[str, list[str]]) -> list[st
 
 def burnin_phase(lab: dict[str, Any], tmp: Path, args: argparse.Namespace, conc: int) -> dict[str, Any]:
     env = child_env(FLEETCTL_DB=lab["db"])
-    cmd = [*FLEETCTL, "burnin", "--mncore", "all", "--level", args.level, "--duration", f"{args.duration:g}",
-           "--concurrency", str(conc), "-o", "json"]  # fmt: skip
-    say(f"\n[1] {' '.join(['fleetctl', *cmd[len(FLEETCTL):]])} (load {load()})")
+    cli = ["burnin", "--mncore", "all", "--level", args.level, "--duration", f"{args.duration:g}", "--concurrency", str(conc), "-o", "json"]
+    stages_file = tmp / "stages.json"
+    cmd = helper("client", stages_file, *cli) if args.stages else [*FLEETCTL, *cli]
+    say(f"\n[1] fleetctl {' '.join(cli)}{' (in-process, stage times recorded)' if args.stages else ''} (load {load()})")
     out_path = tmp / "burnin.json"
     d0, load0 = daemon_cpu(lab["pid"]), load()
     with out_path.open("wb") as out:
@@ -315,6 +368,9 @@ def burnin_phase(lab: dict[str, Any], tmp: Path, args: argparse.Namespace, conc:
     say(f"  lab CPU over the same window (daemon + the commands its hosts ran): {m['lab_cpu']:.1f} s = "
         f"{m['lab_cpu'] / max(len(lab['expected']), 1):.2f} s per host, {m['lab_cpu'] / ncpu:.1f} s of wall on {ncpu} cores; "
         f"load {m['load_before']} -> {m['load_after']}")  # fmt: skip
+    if args.stages:
+        for ln in stage_summary(json.loads(stages_file.read_text()) if stages_file.exists() else {}):
+            say(f"  {ln}")
     for p in m["problems"]:
         say(f"  PROBLEM: {p}")
     return m
@@ -401,6 +457,8 @@ def main() -> int:
             h_site(int(rest[0]), rest[1], rest[2])
         elif name == "ready":
             h_ready(rest[0])
+        elif name == "client":
+            h_client(rest[0], rest[1:])
         elif name == "floor":
             h_floor(rest[0], float(rest[1]), int(rest[2]), rest[3])
         return 0
@@ -412,6 +470,8 @@ def main() -> int:
     p.add_argument("--concurrency", type=int, default=0, help="servers at once, for fleetctl and the floor (0: all of them; "
                    "the CLI's own default is 50, which takes five waves of 250)")
     p.add_argument("--install-time", type=float, default=2.0, help="the lab's OS install time (lab up --install-time)")
+    p.add_argument("--stages", action="store_true", help="run the CLI in a process of this script, with each host's stage "
+                   "times recorded (a wrapper around fleetctl.burnin.host.burn), and print where the time went")
     p.add_argument("--skip-floor", action="store_true", help="skip the bare asyncssh client")
     p.add_argument("--keep", action="store_true", help="keep each size's temporary folder (site, burn-in JSON, the lab's log)")
     args = p.parse_args()
