@@ -1,4 +1,9 @@
-"""`fleetctl jobs`: the journal of what fleetctl did, run by run, server by server."""
+"""`fleetctl jobs`: the journal of what fleetctl did, run by run, server by server.
+
+Reading the jobs first marks ``interrupted`` the ``running`` jobs whose
+process on this host is gone (killed); a running job of another host stays
+``running`` and is shown with its host.
+"""
 
 from __future__ import annotations
 
@@ -18,18 +23,21 @@ def list_(
     kind: Annotated[str | None, typer.Option(help="Only this kind (inspect, power.on, provision ...).")] = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Recent jobs with their outcome."""
+    """Recent jobs with their outcome (a killed job: interrupted; a running one: with its host)."""
     from sqlalchemy import Integer, func, select
 
     from fleetctl.cli.common import conn
     from fleetctl.cli.output import emit
+    from fleetctl.store import get_engine
     from fleetctl.store import tables as T
+    from fleetctl.workflows.journal import job_owner, mark_interrupted
 
+    mark_interrupted(get_engine())
     j, s = T.job, T.job_step
     failed = func.sum(func.cast(s.c.state == "failed", Integer())).label("failed")
     steps = select(s.c.job_id, func.count().label("n"), failed).group_by(s.c.job_id).subquery()
     q = (
-        select(j.c.id, j.c.kind, j.c.target, j.c.state, j.c.actor, j.c.created_at, j.c.finished_at, j.c.error,
+        select(j.c.id, j.c.kind, j.c.target, j.c.state, j.c.actor, j.c.args, j.c.created_at, j.c.finished_at, j.c.error,
                func.coalesce(steps.c.n, 0).label("servers"), func.coalesce(steps.c.failed, 0).label("failed"))  # fmt: skip
         .outerjoin(steps, steps.c.job_id == j.c.id)
         .order_by(j.c.id.desc())
@@ -39,11 +47,16 @@ def list_(
         q = q.where(j.c.kind == kind)
     with conn() as c:
         rows = [
-            {**dict(r._mapping), "created_at": r.created_at.isoformat(timespec="seconds") if r.created_at else None,
+            {**{k: v for k, v in r._mapping.items() if k != "args"}, "host": _host(job_owner(r.args)),
+             "created_at": r.created_at.isoformat(timespec="seconds") if r.created_at else None,
              "finished_at": r.finished_at.isoformat(timespec="seconds") if r.finished_at else None}  # fmt: skip
             for r in c.execute(q)
         ]
-    emit(rows, output, columns=["id", "kind", "target", "state", "servers", "failed", "actor", "created_at", "error"])
+    emit(rows, output, columns=["id", "kind", "target", "state", "host", "servers", "failed", "actor", "created_at", "error"])
+
+
+def _host(holder: object) -> str | None:
+    return getattr(holder, "host", None)
 
 
 @app.command("show")
@@ -54,8 +67,11 @@ def show(job_id: int, output: OutputOpt = Format.table) -> None:
     from fleetctl.cli.common import conn
     from fleetctl.cli.output import emit, emit_one
     from fleetctl.errors import NotFound
+    from fleetctl.store import get_engine
     from fleetctl.store import tables as T
+    from fleetctl.workflows.journal import job_owner, mark_interrupted
 
+    mark_interrupted(get_engine())
     with conn() as c:
         job = c.execute(select(T.job).where(T.job.c.id == job_id)).first()
         if job is None:
@@ -73,6 +89,7 @@ def show(job_id: int, output: OutputOpt = Format.table) -> None:
             )
         ]
     doc = {k: (v.isoformat(timespec="seconds") if hasattr(v, "isoformat") else v) for k, v in dict(job._mapping).items()}
+    doc["host"] = _host(job_owner(job.args))
     if output != Format.table:
         emit_one({**doc, "steps": steps}, output)
         return

@@ -13,13 +13,23 @@ Kubernetes join token reaches the playbook as a ``lookup('file', ...)`` of
 a file readable by us only, in RAM where possible, removed after the run.
 Neither the inventory, the command line, the extra vars nor the artifacts
 hold it in clear text.
+
+Nothing outlives a killed fleetctl (issue #13): the child dies with its parent
+(``PR_SET_PDEATHSIG``: SIGTERM, on which it kills ``ansible-playbook``'s
+process group, which pexpect made a session of its own, and removes the token
+folder), ``ansible-playbook`` itself dies with the child, and each run leaves
+a record under ``<data dir>/run/`` so that the next run stops and cleans what a
+dead one left (:func:`reap_leftovers`) before it starts its own Ansible.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
+import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -143,6 +153,144 @@ def prune_runs(runs: Path, keep: int | None = None) -> list[Path]:
     return gone
 
 
+# --- children die with their parent ---------------------------------------------
+
+PR_SET_PDEATHSIG = 1
+_prctl: Any = None
+
+
+def _load_prctl() -> Any:
+    """libc's prctl, loaded before a fork (a preexec_fn must not import or load anything)."""
+    global _prctl
+    if _prctl is None and sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _prctl = False
+    return _prctl
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets ``sig`` when the thread that started it ends (Linux; elsewhere nothing).
+
+    The "parent" of PR_SET_PDEATHSIG is the starting *thread*: start the child
+    from a thread that waits for it (as :func:`run_batch` does).
+    """
+    prctl = _load_prctl()
+
+    def preexec() -> None:
+        if prctl:
+            prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+
+    return preexec
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _procs() -> list[tuple[int, int, int]]:
+    """(pid, ppid, pgid) of every process we can see (Linux /proc; elsewhere none)."""
+    out = []
+    for d in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) "
+        out.append((int(d.name), int(fields[1]), int(fields[2])))
+    return out
+
+
+def _children(pid: int) -> list[tuple[int, int]]:
+    """(pid, pgid) of ``pid``'s children."""
+    return [(p, g) for p, pp, g in _procs() if pp == pid]
+
+
+TOKEN_PREFIX = "fleetctl-"  # token folders are fleetctl-<pid of the fleetctl that wrote them>-<random>
+
+
+def runtime_dir() -> Path:
+    from fleetctl.config import data_dir
+
+    return data_dir() / "run"
+
+
+def _token_parent() -> str | None:
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+def reap_leftovers(run_dir: Path | None = None) -> list[str]:
+    """Stop what a dead fleetctl of this host left running and remove its token files; what was done, a line each.
+
+    A run records itself in ``<data dir>/run/ansible-<fleetctl pid>-<child pid>.json``
+    (its child, ``ansible-playbook``'s process group, its token folder).
+    For each record whose fleetctl is gone: the processes still in that group
+    whose command line is Ansible's (checked in /proc: a pid reused by someone
+    else is left alone) are killed, the token folder removed, the record
+    deleted. Then any ``fleetctl-<pid>-*`` token folder (in /dev/shm or the
+    temporary folder) whose fleetctl is gone is removed. Records of live
+    processes and of other hosts are left alone.
+    """
+    import tempfile
+
+    run_dir = run_dir or runtime_dir()
+    done: list[str] = []
+    records = sorted(run_dir.glob("ansible-*.json")) if run_dir.is_dir() else []
+    procs = _procs() if records else []
+    for rec in records:
+        try:
+            doc = json.loads(rec.read_text())
+        except (OSError, ValueError):
+            continue
+        if doc.get("host") != socket.gethostname() or _pid_alive(int(doc.get("owner", 0))):
+            continue
+        groups = {int(g) for g in doc.get("pgids", [])}
+        child = int(doc.get("child", 0))
+        victims = [p for p, _, g in procs if g in groups and "ansible" in _cmdline(p)]
+        if child and "fleetctl.workflows.ansible_run" in _cmdline(child):
+            victims.append(child)
+        for pid in victims:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        if victims:
+            done.append(f"stopped {len(victims)} Ansible process(es) left by fleetctl pid {doc.get('owner')}")
+        tok = doc.get("token_dir")
+        if tok and Path(tok).exists():
+            shutil.rmtree(tok, ignore_errors=True)
+            done.append(f"removed {tok}")
+        rec.unlink(missing_ok=True)
+    for parent in sorted({_token_parent() or tempfile.gettempdir(), tempfile.gettempdir()}):
+        for d in Path(parent).glob(f"{TOKEN_PREFIX}*-*"):
+            owner = d.name.removeprefix(TOKEN_PREFIX).split("-", 1)[0]
+            try:
+                mine = d.is_dir() and d.stat().st_uid == os.getuid()
+            except OSError:
+                continue
+            if mine and owner.isdigit() and not _pid_alive(int(owner)):
+                shutil.rmtree(d, ignore_errors=True)
+                done.append(f"removed {d}")
+    return done
+
+
 def run_batch(
     hosts: dict[str, dict[str, Any]],
     groups: dict[str, list[str]],
@@ -169,8 +317,10 @@ def run_batch(
         raise FleetError("the ssh client (openssh-client) is not installed; Ansible needs it to reach the servers")
     private_dir.mkdir(parents=True, exist_ok=True)
     outcomes: dict[str, HostOutcome] = {h: HostOutcome(ok=False) for h in hosts}
-    shm = Path("/dev/shm")
-    with tempfile.TemporaryDirectory(prefix="fleetctl-", dir=str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None) as tmp:
+    reap_leftovers()  # a dead run's Ansible on the same hosts, its token files
+    rec_dir = runtime_dir()
+    rec_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{TOKEN_PREFIX}{os.getpid()}-", dir=_token_parent()) as tmp:
         vars_ = dict(extravars)
         if token is not None:
             path = Path(tmp) / "join-token"
@@ -179,28 +329,44 @@ def run_batch(
                 fh.write(token.reveal() if hasattr(token, "reveal") else str(token))
             vars_["fleetctl_k8s_join_token"] = "{{ lookup('file', '%s') }}" % path  # noqa: UP031 - Jinja braces
         spec = {"hosts": hosts, "groups": groups, "private_dir": str(private_dir), "extravars": vars_,
-                "forks": max(1, min(forks, len(hosts))), "playbook": str(playbooks_dir() / "site.yml")}  # fmt: skip
+                "forks": max(1, min(forks, len(hosts))), "playbook": str(playbooks_dir() / "site.yml"),
+                "parent": os.getpid(), "token_dir": tmp}  # fmt: skip
+        # The child dies with us (SIGTERM: it then kills ansible-playbook and removes the token folder).
         proc = subprocess.Popen([sys.executable, "-m", "fleetctl.workflows.ansible_run"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), text=True)  # fmt: skip
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(spec))
-        proc.stdin.close()
-        final: dict[str, Any] | None = None
-        for line in proc.stdout:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if "final" in msg:
-                final = msg["final"]
-            elif msg.get("host") in outcomes:
-                ev = msg["event"]
-                if ev["status"] != "started":
-                    outcomes[msg["host"]].events.append(ev)
-                if on_event is not None:
-                    on_event(msg["host"], ev)
-        err = proc.stderr.read() if proc.stderr else ""
-        rc = proc.wait()
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), text=True,
+                                preexec_fn=die_with_parent(signal.SIGTERM))  # fmt: skip
+        record = rec_dir / f"ansible-{os.getpid()}-{proc.pid}.json"
+        doc: dict[str, Any] = {"owner": os.getpid(), "host": socket.gethostname(), "child": proc.pid, "pgids": [],
+                               "token_dir": tmp, "private_dir": str(private_dir)}  # fmt: skip
+        record.write_text(json.dumps(doc))
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps(spec))
+            proc.stdin.close()
+            final: dict[str, Any] | None = None
+            for line in proc.stdout:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if "final" in msg:
+                    final = msg["final"]
+                elif "pgids" in msg:  # ansible-playbook started: its process group, for a run that finds us dead
+                    doc["pgids"] = msg["pgids"]
+                    record.write_text(json.dumps(doc))
+                elif msg.get("host") in outcomes:
+                    ev = msg["event"]
+                    if ev["status"] != "started":
+                        outcomes[msg["host"]].events.append(ev)
+                    if on_event is not None:
+                        on_event(msg["host"], ev)
+            err = proc.stderr.read() if proc.stderr else ""
+            rc = proc.wait()
+        finally:
+            if proc.poll() is None:  # an exception in here (or KeyboardInterrupt): Ansible does not outlive the run
+                proc.terminate()
+                proc.wait()
+            record.unlink(missing_ok=True)
     if final is None:
         detail = err.strip().splitlines()[-1] if err.strip() else "no message"
         raise FleetError(f"the Ansible run ended without a result (exit {rc}): {detail}")
@@ -229,6 +395,7 @@ def _child() -> None:
 
     spec = json.loads(sys.stdin.read())
     hosts, groups = spec["hosts"], spec["groups"]
+    cancelled = _guard(spec)
     inventory = {
         "all": {
             "hosts": {h: hosts[h] for h in sorted(hosts)},
@@ -238,8 +405,14 @@ def _child() -> None:
     failures: dict[str, str] = {}
     plays: dict[str, list[str]] = {}  # the plays each host got events in
     out = sys.stdout
+    announced = False
 
     def handler(event: dict[str, Any]) -> bool:
+        nonlocal announced
+        if not announced:  # the first event: ansible-playbook runs; say which process group is its
+            announced = True
+            out.write(json.dumps({"pgids": sorted({g for _, g in _children(os.getpid()) if g != os.getpgid(0)})}) + "\n")
+            out.flush()
         kind = event.get("event", "")
         data = event.get("event_data") or {}
         host = data.get("host")
@@ -267,10 +440,53 @@ def _child() -> None:
     runner = ansible_runner.run(
         private_data_dir=spec["private_dir"], playbook=spec["playbook"], inventory=inventory, extravars=spec["extravars"],
         envvars={}, forks=spec["forks"], quiet=True, event_handler=handler, suppress_env_files=True,
+        cancel_callback=cancelled,
     )  # fmt: skip
     out.write(json.dumps({"final": {"stats": runner.stats, "failures": failures, "plays": plays, "status": runner.status,
                                   "rc": runner.rc}}) + "\n")
     out.flush()
+
+
+def _guard(spec: dict[str, Any]) -> Callable[[], bool]:
+    """In the child: what a signal does, and ansible-playbook dying with us; returns ansible-runner's cancel callback.
+
+    SIGTERM (our parent died: PR_SET_PDEATHSIG, or someone stops us) and SIGINT
+    (Ctrl-C) kill ansible-playbook's process group at once. With the parent
+    gone, nobody will read the result: the token folder is removed and the
+    child ends. Otherwise ansible-runner sees the run cancelled and reports.
+    """
+    import pexpect  # type: ignore[import-untyped]
+
+    stop = False
+    parent = int(spec.get("parent") or os.getppid())
+
+    def on_signal(signum: int, frame: Any) -> None:
+        nonlocal stop
+        stop = True
+        me = os.getpgid(0)
+        for pid, pgid in _children(os.getpid()):
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL) if pgid != me else os.kill(pid, signal.SIGKILL)
+        if os.getppid() != parent:
+            if spec.get("token_dir"):
+                shutil.rmtree(spec["token_dir"], ignore_errors=True)
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if os.getppid() != parent:  # the parent died before we could say so
+        on_signal(signal.SIGTERM, None)
+
+    # ansible-playbook (pexpect makes it a session of its own) dies with us too, even from a SIGKILL.
+    kill_with_us = die_with_parent(signal.SIGKILL)
+
+    class Spawn(pexpect.spawn):
+        def __init__(self, *args: Any, **kw: Any) -> None:
+            kw.setdefault("preexec_fn", kill_with_us)
+            super().__init__(*args, **kw)
+
+    pexpect.spawn = Spawn  # ansible-runner calls pexpect.spawn(...) by the module's attribute
+    return lambda: stop
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@ SQLite). A workflow running in an event loop writes through
 :class:`AsyncJournal`: the same writes, on one writer thread, so a database
 locked by another process makes the servers that need to write wait, never
 the loop (and with it every other server).
+
+A job records who runs it (``args["owner"]``: ``user:host:pid``, as a lock's
+holder). A ``running`` job whose process of this host is gone (killed) is
+marked ``interrupted`` by :func:`mark_interrupted`, which ``fleetctl jobs``
+and every new job call first; a job of another host is left ``running``.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ T_ = TypeVar("T_")
 CHAIN = [S.PREPARING, S.INSTALLING, S.CONFIGURING, S.VALIDATING, S.READY]
 WORKING = frozenset({S.PREPARING, S.INSTALLING, S.CONFIGURING, S.VALIDATING})
 
+OWNER_ARG = "owner"  # the job's args key naming its process (user:host:pid)
 OUTPUT_MAX = 20000  # characters of a step's output kept in its row
 ERROR_MAX = 1000  # characters of a server's last_error
 
@@ -139,10 +145,13 @@ class Journal:
 
     @classmethod
     def open(cls, engine: Any, *, kind: str, target: str, args: dict[str, Any], actor: str, prefix: str = "") -> Journal:
-        """Begin a job (``running``)."""
+        """Begin a job (``running``), recording its process; first mark this host's killed jobs interrupted."""
+        from fleetctl.lifecycle.locks import owner_id
         from fleetctl.models import Job
         from fleetctl.models.base import utcnow
 
+        mark_interrupted(engine)
+        args = {**args, OWNER_ARG: owner_id()}
         with immediate(engine) as conn:
             job_id = conn.execute(
                 insert(Job.__table__).values(kind=kind, target=target, state=JobState.RUNNING.value, actor=actor, args=args,
@@ -289,6 +298,45 @@ class Journal:
 
         with immediate(self.engine) as conn:
             conn.execute(update(T.server).where(T.server.c.name == name).values(target_state=target.value if target else None))
+
+
+def job_owner(args: Any) -> Any:
+    """The :class:`~fleetctl.lifecycle.locks.Holder` that runs (or ran) a job, from its args; None when not recorded."""
+    from fleetctl.lifecycle.locks import Holder
+
+    owner = args.get(OWNER_ARG) if isinstance(args, dict) else None
+    return Holder.parse(owner) if isinstance(owner, str) else None
+
+
+def mark_interrupted(engine: Any) -> list[int]:
+    """Mark ``interrupted`` every ``running`` job whose process, on this host, is gone; their ids.
+
+    A job killed with SIGKILL (or whose machine rebooted) never wrote its end.
+    Its steps are left as they are: a step left ``running`` is what a resumed
+    run reads to know what was interrupted. A job of another host, or one that
+    recorded no process, is left ``running`` (``jobs list`` shows its host).
+    """
+    from fleetctl.models.base import utcnow
+    from fleetctl.store import tables as T
+
+    j = T.job.c
+    with engine.connect() as conn:
+        rows = conn.execute(select(j.id, j.args).where(j.state == JobState.RUNNING.value)).all()
+    gone = []
+    for r in rows:
+        holder = job_owner(r.args)
+        if holder is not None and holder.alive() is False:
+            gone.append((r.id, holder))
+    marked = []
+    for job_id, holder in gone:
+        with immediate(engine) as conn:
+            n = conn.execute(
+                update(T.job).where(j.id == job_id, j.state == JobState.RUNNING.value).values(
+                    state=JobState.INTERRUPTED.value, finished_at=utcnow(), error=f"interrupted: its process {holder} is gone")
+            ).rowcount  # fmt: skip
+        if n:
+            marked.append(job_id)
+    return marked
 
 
 def _pin(conn: Any, name: str, fingerprint: str) -> None:
