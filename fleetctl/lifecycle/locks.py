@@ -90,6 +90,33 @@ class Refused:
         since = self.since.isoformat(timespec="seconds") if self.since else "?"
         return f"locked by {self.holder} since {since} for {self.purpose}"
 
+    @property
+    def advice(self) -> str:
+        """What the operator can do. Never ``--force`` while the holder runs: two workflows would then work one server."""
+        if self.holder is None:
+            return ""
+        alive = self.holder.alive()
+        if alive is False:
+            return "its process is gone: the next run recovers the lock (or `fleetctl server unlock` now)"
+        if alive is None and self.holder.host is not None:
+            return (f"held from host {self.holder.host}: wait for it to end, or leave that server out "
+                    f"(only if that process is gone: `fleetctl server unlock {self.server} --force`)")  # fmt: skip
+        if alive is None:
+            return ("held by hand: wait for it to end, or leave that server out "
+                    f"(only if nobody works it: `fleetctl server unlock {self.server} --force`)")  # fmt: skip
+        return "it is still running: wait for it to end, or leave that server out"
+
+    def message(self) -> str:
+        """``NAME is locked by ... since ... for ...: advice``, for a person."""
+        return f"{self.server} is {self}" + (f": {self.advice}" if self.advice else "")
+
+
+def _refusal(refused: dict[str, Refused]) -> Locked:
+    """One Locked error for the servers that could not be locked: the first in full, and how many more."""
+    first = next(iter(refused.values()))
+    more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+    return Locked(f"{first.server} is {first}{more}" + (f": {first.advice}" if first.advice else ""))
+
 
 def owner_id() -> str:
     """Who holds a lock: user, host and pid, so a dead owner can be recognised."""
@@ -143,8 +170,7 @@ def acquire(engine: Any, names: list[str], *, purpose: str) -> Iterator[list[str
     got, refused = try_lock(engine, names, purpose=purpose, owner=owner)
     if refused:
         release(engine, got, owner=owner)
-        first = next(iter(refused.items()))
-        raise Locked(f"{first[0]} is {first[1]}" + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""))
+        raise _refusal(refused)
     try:
         yield got
     finally:
@@ -156,15 +182,17 @@ def break_lock(engine: Any, name: str, *, force: bool = False) -> Holder | None:
     from fleetctl.store import tables as T
 
     with immediate(engine) as conn:
-        row = conn.execute(select(T.server.c.reservation).where(T.server.c.name == name)).first()
+        row = conn.execute(
+            select(T.server.c.reservation, T.server.c.reserved_at, T.server.c.reserved_for).where(T.server.c.name == name)
+        ).first()
         if row is None or row.reservation is None:
             return None
         holder = Holder.parse(row.reservation)
         alive = holder.alive()
-        if alive and not force:
-            raise Locked(f"{name} is locked by {holder}, which is still running; stop it, or give --force")
-        if alive is None and not force:
-            raise Locked(f"{name} is locked by {holder} on another host; give --force if you know it is gone")
+        if alive is not False and not force:
+            # A live holder: wait or leave the server out (never --force: two operators would work one server);
+            # a holder on another host (which we cannot see) may be broken with --force once known gone.
+            raise Locked(Refused(name, holder, row.reserved_at, row.reserved_for).message())
         conn.execute(
             update(T.server).where(T.server.c.name == name, T.server.c.reservation == row.reservation)
             .values(reservation=None, reserved_at=None, reserved_for=None)
@@ -206,10 +234,8 @@ def acquire_recovering(engine: Any, names: list[str], *, purpose: str, reason: s
     got, refused = lock_recovering(engine, names, purpose=purpose, reason=reason, owner=owner)
     if refused:
         release(engine, got, owner=owner)
-        first = next(iter(refused.items()))
         # Not "--force": the holder is alive (or on another host); two workflows on one server is what the lock prevents.
-        raise Locked(f"{first[0]} is {first[1]}" + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
-                     + ": wait for it to end, or leave that server out")  # fmt: skip
+        raise _refusal(refused)
     try:
         yield got
     finally:
