@@ -132,9 +132,11 @@ class Provisioner:
 
         if not self.opt.dry_run:  # before any lock: a bad FLEETCTL_KEEP_RUNS stops here
             from fleetctl.config import data_dir
-            from fleetctl.workflows.ansible_run import prune_runs
+            from fleetctl.workflows.ansible_run import prune_runs, reap_leftovers
 
             prune_runs(data_dir() / "runs")
+            # A killed run's leftovers first: its Ansible still running on our hosts, its token files (issue #13).
+            reap_leftovers()
         self.check()
         refused = self._refused or {}
         for n, (result, text) in refused.items():
