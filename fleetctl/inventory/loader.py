@@ -270,13 +270,16 @@ def site_file_paths(path: Path) -> list[Path]:
 
     JSON is YAML to the parser, so `export --dir --output json` reads back.
     """
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
-        if not files:
-            raise InputError("no .yaml or .json site files in this folder", location=str(path))
-        return files
-    if not path.exists():
-        raise InputError("no such file or folder", location=str(path))
+    try:
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
+            if not files:
+                raise InputError("no .yaml or .json site files in this folder", location=str(path))
+            return files
+        if not path.exists():
+            raise InputError("no such file or folder", location=str(path))
+    except OSError as e:  # a name too long, a folder that cannot be listed
+        raise InputError(f"cannot read: {e.strerror or e}", location=str(path)) from e
     return [path]
 
 
@@ -284,8 +287,14 @@ def load_path(path: Path) -> list[Source]:
     sources = []
     for p in site_file_paths(path):
         try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(f"cannot read: {e}", location=str(p)) from e
+            raw = p.read_bytes()
+        except OSError as e:
+            raise InputError(f"cannot read: {e.strerror or e}", location=str(p)) from e
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            # Name the line, as for any other bad input in the file.
+            line = raw.count(b"\n", 0, e.start) + 1
+            raise InputError(f"not UTF-8 text: byte 0x{raw[e.start]:02x} cannot be decoded", location=f"{p}:{line}") from e
         sources.append(load_text(text, str(p)))
     return sources
