@@ -76,7 +76,9 @@ def command(
     label = " ".join(targets)
     names = [s.name for s in servers]
     try:
-        if sys.stderr.isatty() and output == Format.table:
+        if _temporal() and not dry_run:  # the scale-out engine (docs/scale-out.md); a dry run stays in process
+            results, stats = _through_temporal(names, opts, label, output)
+        elif sys.stderr.isatty() and output == Format.table:
             results, stats = _with_live_view(names, opts, label)
         else:
             results, stats = provision(names, options=opts, label=label)
@@ -90,6 +92,62 @@ def command(
     code = worst_exit(results)
     if code:
         raise typer.Exit(code)
+
+
+def _temporal() -> str | None:
+    from fleetctl.config import temporal_address
+
+    return temporal_address()
+
+
+def _through_temporal(names: list[str], opts: Any, label: str, output: Format) -> tuple[list[Any], dict[str, Any]]:
+    """Start the run as Temporal workflows and follow it (the live table on a terminal); Ctrl-C detaches."""
+    from fleetctl.cli.output import console
+    from fleetctl.config import database_url, temporal_address, temporal_namespace
+    from fleetctl.scaleout import client
+
+    client.check_store(database_url())
+    address = temporal_address()
+    assert address is not None
+    err = console(stderr=True)
+    live: Any = None
+    on_status = None
+    if sys.stderr.isatty() and output == Format.table:
+        from rich.live import Live
+
+        live = Live(_remote_table(label, names, {}), console=err, refresh_per_second=2, transient=False)
+        live.start()
+
+        def on_status(status: dict[str, Any]) -> None:
+            live.update(_remote_table(label, names, status.get("servers", {})))
+
+    try:
+        return client.provision(names, opts, label, address, temporal_namespace(), on_status=on_status)
+    except client.Detached as d:
+        job = f"job {d.job}" if d.job is not None else f"workflow {d.workflow_id}"
+        err.print(f"detached: {job} goes on on the workers (Temporal workflow {d.workflow_id}); "
+                  f"follow it with `fleetctl jobs show {d.job if d.job is not None else 'JOB'}`", highlight=False)  # fmt: skip
+        raise typer.Exit(130) from None
+    finally:
+        if live is not None:
+            live.stop()
+
+
+def _remote_table(label: str, names: list[str], rows: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    t = Table(title=f"provision {label} (Temporal)", title_justify="left")
+    for col in ("server", "state", "step", "elapsed", "status"):
+        t.add_column(col)
+    for n in names:
+        r = rows.get(n)
+        if r is None:
+            continue
+        result = r.get("result")
+        style = STATUS_STYLE.get(result or "", "yellow")
+        shown = result if result not in (None, "running") else r.get("status", "")
+        t.add_row(n, str(r.get("state", "")), str(r.get("step", "")), f"{r.get('elapsed', 0):.0f}s", f"[{style}]{shown}[/]")
+    return t
 
 
 def _with_live_view(names: list[str], opts: Any, label: str) -> tuple[list[Any], dict[str, Any]]:

