@@ -9,10 +9,18 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt
+from fleetctl.cli.common import DryRunOpt, ReasonOpt
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
+
+
+class PlanFormat(StrEnum):
+    """A plan is a list of changes with their fields: no csv (click refuses it with exit 2)."""
+
+    table = "table"
+    json = "json"
+    yaml = "yaml"
 
 
 @app.command("import")
@@ -20,14 +28,14 @@ def import_(
     path: Annotated[Path, typer.Argument(help="A site file, or a folder of them.")],
     dry_run: DryRunOpt = False,
     reason: ReasonOpt = None,
-    output: OutputOpt = Format.table,
+    output: Annotated[PlanFormat, typer.Option("--output", "-o", help="table, json or yaml.")] = PlanFormat.table,
 ) -> None:
     """Import site files, all or nothing; importing the same files again changes nothing."""
     from fleetctl.cli.common import show_plan
     from fleetctl.inventory.service import import_path
 
     plan = import_path(path, dry_run=dry_run, reason=reason)
-    show_plan(plan, output, dry_run=dry_run)
+    show_plan(plan, Format(output.value), dry_run=dry_run)
 
 
 class ExportFormat(StrEnum):

@@ -227,3 +227,19 @@ def test_an_existing_file_and_a_url_are_taken_as_they_are(cli, tmp_path, monkeyp
     assert cli("site", "list").code == 0
     monkeypatch.setenv("FLEETCTL_DB", f"sqlite:///{tmp_path / 'url-named'}")
     assert cli("site", "list").code == 0
+
+
+# -- output formats a command does not have ------------------------------------------
+
+
+def test_inventory_import_refuses_csv_and_stores_nothing(tmp_path, cli, loaded):
+    before = loaded()
+    text = replace_once(BASE, "      serial: SER-2\n", "      serial: SER-22\n")
+    path = tmp_path / "changed.yaml"
+    path.write_text(text, encoding="utf-8")
+    r = cli("inventory", "import", "-o", "csv", str(path))
+    assert r.code == 2, (r.out, r.err)
+    assert r.out == ""
+    error = [line for line in r.err.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and "'--output' / '-o'" in error[0] and "'csv' is not one of 'table', 'json', 'yaml'" in error[0], r.err
+    assert loaded() == before
