@@ -54,8 +54,8 @@ def command(
         ("--switch-sessions", switch_sessions, switch_sessions >= 1, ">= 1"),
         ("--poll", poll, poll > 0, "> 0"),
     ):
-        if not ok:
-            raise InputError(f"{value} is not {rule}", field=opt)
+        if not ok or value in (float("inf"), float("-inf")):  # nan fails every comparison
+            raise InputError(f"{value} is not a finite number {rule}", field=opt)
     servers = resolve(targets, output)
     in_service = [s.name for s in servers if s.state == "in-service"]
     if reprovision and in_service and not dry_run and not yes:

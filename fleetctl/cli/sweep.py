@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from fleetctl.cli.common import OutputOpt
+from fleetctl.cli.common import OutputOpt, finite
 from fleetctl.cli.output import Format
 
 # Exit codes of a sweep, from its worst new finding that is not acknowledged
@@ -113,10 +113,12 @@ def run(
         Path | None, typer.Option("--textfile", help="Also write fleetctl.prom here for node_exporter's textfile collector.")
     ] = None,
     concurrency: Annotated[int, typer.Option(help="BMCs read at once (each with at most 2 requests in flight).", min=1)] = 250,
-    timeout: Annotated[float, typer.Option(help="Seconds one BMC may take in all; a hung BMC costs this, nothing more.", min=1)] = 60.0,
-    request_timeout: Annotated[float, typer.Option(help="Seconds for one request.", min=0.1)] = 10.0,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds one BMC may take in all; a hung BMC costs this, nothing more.", callback=finite(1))
+    ] = 60.0,
+    request_timeout: Annotated[float, typer.Option(help="Seconds for one request.", callback=finite(0.1))] = 10.0,
     retries: Annotated[int, typer.Option(help="Extra attempts per request, with backoff.", min=0, max=5)] = 1,
-    max_skew: Annotated[float, typer.Option(help="A BMC clock off by more seconds is a finding.", min=0)] = 30.0,
+    max_skew: Annotated[float, typer.Option(help="A BMC clock off by more seconds is a finding.", callback=finite(0))] = 30.0,
     retention: Annotated[
         int, typer.Option(help="Days of sweep history to keep (0: keep all).", min=0, envvar="FLEETCTL_SWEEP_RETENTION_DAYS")
     ] = 90,

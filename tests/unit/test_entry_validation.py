@@ -78,6 +78,9 @@ def test_control_character_names_file_line_and_column(tmp_path, cli, loaded, cha
         (["server", "set", "s1", "--position", "-1"], "--position", ""),
         (["board", "set", "B-1", "--slot", "-1"], "--slot", ""),
         (["switch", "vlan", "set", "sw1", "Ethernet1", "--access", "0"], "--access", ""),
+        (["sweep", "s1", "--timeout", "inf"], "--timeout", "inf is not a finite number >= 1"),
+        (["sweep", "s1", "--request-timeout", "nan"], "--request-timeout", "nan is not a finite number >= 0.1"),
+        (["sweep", "s1", "--max-skew", "inf"], "--max-skew", "inf is not a finite number >= 0"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )
@@ -242,4 +245,19 @@ def test_inventory_import_refuses_csv_and_stores_nothing(tmp_path, cli, loaded):
     assert r.out == ""
     error = [line for line in r.err.splitlines() if line.startswith("Error:")]
     assert len(error) == 1 and "'--output' / '-o'" in error[0] and "'csv' is not one of 'table', 'json', 'yaml'" in error[0], r.err
+    assert loaded() == before
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [("--stagger", "inf", "--stagger: inf is not a finite number >= 0"),
+     ("--stagger", "-1", "--stagger: -1.0 is not a finite number >= 0"),
+     ("--ansible-window", "inf", "--ansible-window: inf is not a finite number >= 0"),
+     ("--poll", "nan", "--poll: nan is not a finite number > 0"),
+     ("--concurrency", "0", "--concurrency: 0 is not a finite number >= 1")],
+)  # fmt: skip
+def test_provision_refuses_bad_numbers_before_anything(cli, loaded, option, value, message):
+    before = loaded()
+    err = _one_line_error(cli("provision", "s1", "--dry-run", option, value))
+    assert f"error: {message}" in err, err
     assert loaded() == before
