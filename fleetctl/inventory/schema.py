@@ -398,10 +398,12 @@ class K8sJoinSpec(Strict):
 
         try:
             return validate_ref(v)
-        except SecretError:
-            # Not echoed: what was written may be the token itself.
+        except SecretError as e:
+            # Not echoed: what was written may be the token itself (validate_ref never repeats it either).
+            if v.partition(":")[0] in ("env", "file", "cmd"):
+                raise ValueError(str(e)) from None  # a reference of a known form, malformed: say which rule it breaks
             raise ValueError(
-                "the join token must be a credential reference (env:PREFIX, file:PATH or cmd:COMMAND), never the token itself"
+                "the join token must be a credential reference (env:NAME, file:/ABS/PATH or cmd:NAME), never the token itself"
             ) from None
 
     @field_validator("ca_cert_hash")

@@ -264,3 +264,20 @@ def test_the_sweep_refuses_only_on_the_operators_own_secrets_config(tmp_path, mo
         for_sweep(with_cmd, []).refuse()
     os.chmod(os.environ["FLEETCTL_SECRETS_CONFIG"], 0o600)
     for_sweep(with_cmd, []).refuse()
+
+
+@pytest.mark.parametrize(
+    ("token", "fragment"),
+    [("cmd:vault kv get -field=token k8s", "cmd: takes the NAME of a secret source"), ("file:token", "absolute path"),
+     ("abcdef.0123456789abcdef", "never the token itself")],
+)  # fmt: skip
+def test_the_join_token_reference_is_checked_like_a_credential_and_never_repeated(token, fragment):
+    from pydantic import ValidationError
+
+    from fleetctl.inventory.schema import K8sJoinSpec
+
+    with pytest.raises(ValidationError) as e:
+        K8sJoinSpec.model_validate({"endpoint": "k8s-api.lab1:6443", "token": token, "ca_cert_hash": "sha256:" + "ab" * 32})
+    msg = e.value.errors()[0]["msg"]
+    assert fragment in msg and token not in msg
+    assert K8sJoinSpec.model_validate({"endpoint": "k8s-api.lab1:6443", "token": "cmd:k8s-join", "ca_cert_hash": "sha256:" + "ab" * 32})
