@@ -261,3 +261,41 @@ def test_provision_refuses_bad_numbers_before_anything(cli, loaded, option, valu
     err = _one_line_error(cli("provision", "s1", "--dry-run", option, value))
     assert f"error: {message}" in err, err
     assert loaded() == before
+
+
+# -- provision --dry-run shows the firmware image URLs the template renders -------------
+
+
+def test_provision_dry_run_renders_the_firmware_template():
+    import asyncio
+    from contextlib import asynccontextmanager
+    from types import SimpleNamespace
+
+    from fleetctl.interfaces.bmc import PowerState
+    from fleetctl.workflows.provision.plan import plan_server
+
+    comps = [SimpleNamespace(id="BMC", name="BMC", version="1.0"), SimpleNamespace(id="BIOS", name="BIOS", version="2.0")]
+
+    async def inventory():  # type: ignore[no-untyped-def]
+        return comps
+
+    async def state():  # type: ignore[no-untyped-def]
+        return PowerState.OFF
+
+    bmc = SimpleNamespace(firmware=SimpleNamespace(inventory=inventory), power=SimpleNamespace(state=state))
+
+    @asynccontextmanager
+    async def open_bmc(ctx):  # type: ignore[no-untyped-def]
+        yield bmc
+
+    prov = {"vlan": 200, "boot": "pxe", "firmware_images": "https://fw.lab1.example/fw",
+            "firmware_template": "{base}/{component}/{id}-{version}.bin", "k8s": None}  # fmt: skip
+    ctx = SimpleNamespace(prov=prov, baseline={"BMC": "1.1", "BIOS": "2.0"}, bios=None, ports=[], site="lab1",
+                          groups=[], board_kind=None, board_count=0)  # fmt: skip
+    seen: dict[str, object] = {}
+    run = SimpleNamespace(ctx={"s1": ctx}, bmc=open_bmc, update=lambda name, **kw: seen.update(kw))
+    asyncio.run(plan_server(run, "s1"))  # type: ignore[arg-type]
+    assert seen["result"] == "planned", seen
+    plan = seen["plan"]
+    assert plan["firmware"] == ["BMC 1.0 -> 1.1"]  # type: ignore[index]
+    assert plan["firmware_images"] == ["https://fw.lab1.example/fw/BMC/BMC-1.1.bin"]  # type: ignore[index]

@@ -24,8 +24,11 @@ async def plan_server(run: Provisioner, name: str) -> None:
     try:
         async with run.bmc(ctx) as bmc:
             inv = await bmc.firmware.inventory()
-            plan["firmware"] = [f"{u.id} {u.before} -> {u.baseline}" for u in
-                                plan_for(inv, ctx.baseline, template="{id}", base="", only=None)]  # fmt: skip
+            base = ctx.prov["firmware_images"] or ""
+            updates = plan_for(inv, ctx.baseline, template=ctx.prov["firmware_template"], base=base, only=None)
+            plan["firmware"] = [f"{u.id} {u.before} -> {u.baseline}" for u in updates]
+            if updates and base:  # the URLs the BMCs would be given, rendered from the site's firmware_template
+                plan["firmware_images"] = [u.image for u in updates]
             plan["bios"] = {k: f"{h!r} -> {w!r}" for k, (w, h) in (await bmc.bios.verify(ctx.bios)).items()} if ctx.bios else {}
             state = await bmc.power.state()
         vlan = ctx.prov.get("vlan")
