@@ -114,13 +114,94 @@ def ensure_schema(engine: Engine) -> None:
         upgrade(engine)
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    from alembic import command
+def check_revision_known(revision: str | None, where: str) -> None:
+    """Refuse a schema newer than this fleetctl's (revisions are numbered ``0001``, ``0002`` ...)."""
+    if revision is not None and revision > HEAD:
+        raise StoreError(f"{where} is at schema revision {revision}, newer than this fleetctl's ({HEAD}): upgrade fleetctl", exit_code=2)
 
-    with engine.begin() as conn:
-        cfg = alembic_config()
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
+
+# Any fixed number: the PostgreSQL advisory lock two migrations queue on.
+_MIGRATION_LOCK = 7461232
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Migrate the schema, refusing while another fleetctl process works on the database.
+
+    The migration runs in one transaction that first takes the database's
+    migration lock (SQLite: BEGIN IMMEDIATE, the one writer lock, which in WAL
+    mode is what BEGIN EXCLUSIVE takes; PostgreSQL: an advisory lock), so two
+    migrations never run at once: the second waits, then finds nothing to do.
+    """
+    from alembic import command
+    from sqlalchemy import text
+
+    check_revision_known(current_revision(engine), redact_url(str(engine.url)))
+    refuse_if_in_use(engine)
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn = conn.execution_options(fleetctl_immediate=True)
+        with conn.begin():
+            if engine.dialect.name == "postgresql":
+                conn.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+
+
+def live_holders(engine: Engine) -> list[str]:
+    """Other fleetctl processes working on this database: a live lock holder, a running sweep or burn-in.
+
+    A lock (the server's reservation) whose process runs on this host, or
+    that was taken on another host (whose processes cannot be seen from
+    here); a sweep or burn-in run marked running whose process is alive.
+    This process itself is not counted for runs, but a reservation it holds is
+    (a migration under its own workflow is as bad as under another's). Reads
+    whatever tables the schema at its current revision has.
+    """
+    import os
+    import socket
+
+    from sqlalchemy import inspect, text
+
+    # The reservation's format (user:host:pid) has one definition, the lock's;
+    # imported here, at call time, as the store is below the lifecycle.
+    from fleetctl.lifecycle.locks import Holder
+
+    found: list[str] = []
+    with engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+        if "server" in tables and "reservation" in {c["name"] for c in inspect(conn).get_columns("server")}:
+            for name, value, purpose in conn.execute(
+                text("SELECT name, reservation, reserved_for FROM server WHERE reservation IS NOT NULL ORDER BY name")
+            ):
+                holder = Holder.parse(value)
+                alive = holder.alive()
+                if alive or (alive is None and holder.host is not None):
+                    where = "" if alive else f" on host {holder.host}"
+                    found.append(f"pid {holder.pid}{where}, user {holder.user}, locks {name} for {purpose}")
+        for kind in ("sweep_run", "burnin_run"):
+            if kind not in tables:
+                continue
+            for run_id, host, pid in conn.execute(text(f"SELECT id, host, pid FROM {kind} WHERE state = 'running' ORDER BY id")):
+                if not pid or (pid == os.getpid() and host == socket.gethostname()):
+                    continue
+                alive = Holder("?", host, pid).alive()
+                if alive or (alive is None and host):
+                    where = "" if alive else f" on host {host}"
+                    found.append(f"pid {pid}{where}, {kind.replace('_', ' ')} {run_id} running")
+    return found
+
+
+def refuse_if_in_use(engine: Engine) -> None:
+    """Raise (exit 2) when another fleetctl process works on the database: a migration must not run under it."""
+    holders = live_holders(engine)
+    if holders:
+        more = f" (and {len(holders) - 1} more)" if len(holders) > 1 else ""
+        raise StoreError(
+            f"another fleetctl process holds {redact_url(str(engine.url))} ({holders[0]}){more}: let it finish before migrating"
+            " (a lock left by a process that is gone: fleetctl server unlock NAME --force)",
+            exit_code=2,
+        )
 
 
 def alembic_config():  # type: ignore[no-untyped-def]
