@@ -245,28 +245,29 @@ def test_lab_of_generated_bmcs(cli, tmp_path, monkeypatch):  # type: ignore[no-u
 
 
 def test_firmware_update_in_waves_is_idempotent_and_halts_on_failure(lab, cli):  # type: ignore[no-untyped-def]
-    r = cli("firmware", "update", "gpu-tyo1-r12-19", "mn-tyo1-r12-01", "--image-base", "http://127.0.0.1:9/fw", "--dry-run",
-            "--output", "json")  # fmt: skip
+    r = cli("firmware", "update", "gpu-tyo1-r12-19", "mn-tyo1-r12-01", "--image-base", "http://127.0.0.1:9/fw", "--allow-downgrade",
+            "--dry-run", "--output", "json")  # fmt: skip
     assert r.code == 0, r.out
     rows = json.loads(r.out)
     plan = [x for x in rows if x["server"] == "gpu-tyo1-r12-19"]
-    assert len(plan) == 8 and {x["result"] for x in plan} == {"would update"}
+    assert len(plan) == 8 and {x["result"] for x in plan} == {"would downgrade"}  # the lab vbios is newer than the baseline
     assert plan[0]["message"] == "http://127.0.0.1:9/fw/gpu_slot0_vbios-92.00.45.00.03.bin"
     assert [x["result"] for x in rows if x["server"] == "mn-tyo1-r12-01"] == ["at baseline"]
     assert counters(lab, "gpu-tyo1-r12-19")["firmware_flashes"] == 0  # the dry run flashed nothing
     # A failing canary halts the waves after it.
     assert cli("lab", "fault", "gpu-tyo1-r12-19", "--set", "firmware_fail=1").code == 0
-    r = cli("firmware", "update", "gpu-tyo1-r12-19", "mn-tyo1-r12-01", "--image-base", "http://127.0.0.1:9/fw", "--output", "json")
+    r = cli("firmware", "update", "gpu-tyo1-r12-19", "mn-tyo1-r12-01", "--image-base", "http://127.0.0.1:9/fw", "--allow-downgrade",
+            "--output", "json")  # fmt: skip
     assert r.code == 1
     res = {x["server"]: x["result"] for x in json.loads(r.out)}
     assert res == {"gpu-tyo1-r12-19": "failed", "mn-tyo1-r12-01": "not attempted"}
     # Then it goes through; a second run flashes nothing more.
-    r = cli("firmware", "update", "gpu-tyo1-r12-19", "--image-base", "http://127.0.0.1:9/fw", "--output", "json")
+    r = cli("firmware", "update", "gpu-tyo1-r12-19", "--image-base", "http://127.0.0.1:9/fw", "--allow-downgrade", "--output", "json")
     assert r.code == 0, r.out
     assert {x["result"] for x in json.loads(r.out)} == {"updated"}
     flashed = counters(lab, "gpu-tyo1-r12-19")["firmware_flashes"]
     assert flashed == 8
-    r = cli("firmware", "update", "gpu-tyo1-r12-19", "--image-base", "http://127.0.0.1:9/fw", "--output", "json")
+    r = cli("firmware", "update", "gpu-tyo1-r12-19", "--image-base", "http://127.0.0.1:9/fw", "--allow-downgrade", "--output", "json")
     assert [x["result"] for x in json.loads(r.out)] == ["at baseline"]
     assert counters(lab, "gpu-tyo1-r12-19")["firmware_flashes"] == flashed
     assert cli("firmware", "list", "gpu-tyo1-r12-19").code == 0
