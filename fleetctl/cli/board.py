@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, free_text
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -211,7 +211,7 @@ def rma_list(
 @rma_app.command("close")
 def rma_close(
     serial: str,
-    reason: Annotated[str, typer.Option("--reason", help="Why: shipped (with the vendor's case number), or cleared.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why: shipped (with the vendor's case number), or cleared.", callback=free_text)],
 ) -> None:
     """Close a board's open RMA entry (shipped, or found not faulty); the board's state is left to `board set`."""
     from sqlalchemy import select, update

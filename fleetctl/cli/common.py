@@ -11,7 +11,22 @@ from fleetctl.cli.output import Format
 
 OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="table, json, yaml or csv.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
-ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why: recorded in the audit log.")]
+TEXT_MAX = 4096  # as a site file's free text (fleetctl/inventory/schema.py)
+
+
+def free_text(value: str | None) -> str | None:
+    """A typer callback for free text (``--reason``, ``--description``): at most TEXT_MAX characters, no control characters."""
+    if value is None:
+        return None
+    if len(value) > TEXT_MAX:
+        raise typer.BadParameter(f"{len(value)} characters; at most {TEXT_MAX}")
+    bad = next((ch for ch in value if (ord(ch) < 32 and ch not in "\t\n") or 127 <= ord(ch) < 160), None)
+    if bad is not None:
+        raise typer.BadParameter(f"control character U+{ord(bad):04X} is not allowed")
+    return value
+
+
+ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why: recorded in the audit log.", callback=free_text)]
 
 
 def finite(low: float, *, above: bool = False) -> Callable[[float | None], float | None]:

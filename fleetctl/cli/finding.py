@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import OutputOpt
+from fleetctl.cli.common import OutputOpt, free_text
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -33,7 +33,7 @@ def parse_until(text: str) -> dt.datetime:
 @app.command("ack")
 def ack(
     finding: FindingArg,
-    reason: Annotated[str, typer.Option("--reason", help="Why it is known and acceptable for now (required).")],
+    reason: Annotated[str, typer.Option("--reason", help="Why it is known and acceptable for now (required).", callback=free_text)],
     until: Annotated[
         str | None, typer.Option("--until", help="Until a date (2026-12-24) or for a duration (7d); default: until it changes.")
     ] = None,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, finite
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, finite, free_text
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -286,7 +286,7 @@ def health(
 def set_state(
     name: str,
     state: Annotated[str, typer.Argument(help="The lifecycle state to move to.")],
-    reason: Annotated[str, typer.Option("--reason", help="Why: recorded in the audit log (required).")],
+    reason: Annotated[str, typer.Option("--reason", help="Why: recorded in the audit log (required).", callback=free_text)],
     force: Annotated[bool, typer.Option("--force", help="Allow a move the transition table does not list.")] = False,
 ) -> None:
     """Move a server along its lifecycle by hand, with a reason."""

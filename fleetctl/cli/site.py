@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, free_text
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -54,7 +54,7 @@ def show(name: str, output: OutputOpt = Format.table) -> None:
 @app.command("add")
 def add(
     name: str,
-    description: Annotated[str | None, typer.Option(help="Free text.")] = None,
+    description: Annotated[str | None, typer.Option(help="Free text.", callback=free_text)] = None,
     dry_run: DryRunOpt = False,
     reason: ReasonOpt = None,
 ) -> None:
@@ -71,7 +71,7 @@ def add(
 @app.command("set")
 def set_(
     name: str,
-    description: Annotated[str | None, typer.Option(help="Free text.")] = None,
+    description: Annotated[str | None, typer.Option(help="Free text.", callback=free_text)] = None,
     dry_run: DryRunOpt = False,
     reason: ReasonOpt = None,
 ) -> None:

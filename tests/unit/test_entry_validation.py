@@ -185,11 +185,25 @@ def test_description_at_the_limit_and_a_good_template_are_stored(tmp_path, cli, 
     assert "x" * 4096 in loaded()
 
 
-def test_site_set_refuses_a_huge_description_and_stores_nothing(cli, loaded):
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [(["site", "set", "lab1", "--description", "x" * 50_000], "--description"),
+     (["site", "add", "lab9", "--description", "x" * 4097], "--description"),
+     (["site", "set", "lab1", "--description", "new", "--reason", "x" * 50_000], "--reason"),
+     (["server", "set-state", "s1", "inspected", "--reason", "x" * 4097], "--reason"),
+     (["board", "set", "B-1", "--model", "M2", "--reason", "bad\x00reason"], "--reason")],
+    ids=["site-set-description", "site-add-description", "reason", "set-state-reason", "reason-nul"],
+)  # fmt: skip
+def test_free_text_options_are_limited_and_nothing_is_stored(cli, loaded, args, option):
     before = loaded()
-    err = _one_line_error(cli("site", "set", "lab1", "--description", "x" * 50_000))
-    assert "description: String should have at most 4096 characters" in err, err
+    events = cli("events", "list", "-o", "json").out
+    r = cli(*args)
+    assert r.code == 2, (r.out, r.err)
+    error = [line for line in r.err.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and f"Invalid value for '{option}'" in error[0], r.err
+    assert "at most 4096" in error[0] or "control character U+0000" in error[0], r.err
     assert loaded() == before
+    assert cli("events", "list", "-o", "json").out == events
 
 
 # -- the database setting ----------------------------------------------------------
