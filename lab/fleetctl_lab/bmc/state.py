@@ -48,6 +48,7 @@ FAULTS: dict[str, str] = {
     "error_rate": "fraction (0..1) of requests answered with a 5xx",
     "hang": "requests are never answered (True) until the fault is cleared",
     "drop": "fraction (0..1, True = 1) of connections closed without an answer",
+    "session_limit": "at most this many sessions open at once (True = none): a new login beyond is refused 503 SessionLimitExceeded",
     "psu_failed": "index of the PSU that failed (True = 0)",
     "fan_failed": "index of the fan that failed (True = 0)",
     "hot_sensor": "name or index of the temperature that runs hot (True = 0)",
@@ -236,7 +237,11 @@ class SimBMC:
 
     def open_session(self, user: str, now: float) -> Session:
         self._expire_sessions(now)
-        if len(self.sessions) >= self.config.max_sessions:
+        if len(self.sessions) >= self.session_limit():
+            # The DMTF Base registry's SessionLimitExceeded fixes no HTTP status; OpenBMC's bmcweb
+            # (redfish-core/src/error_messages.cpp, sessionLimitExceeded) answers 503 Service Unavailable.
+            if "session_limit" in self.faults:
+                self.counters.faults_served += 1
             raise LabActionError(
                 503,
                 "Base.1.18.SessionLimitExceeded",
@@ -247,6 +252,13 @@ class SimBMC:
         self.sessions[s.token] = s
         self.counters.sessions_created += 1
         return s
+
+    def session_limit(self) -> int:
+        """Sessions allowed open at once: the lab's ``max_sessions``, lowered by the ``session_limit`` fault (True = 0)."""
+        f = self.faults.get("session_limit")
+        if f is None:
+            return self.config.max_sessions
+        return 0 if f is True else min(self.config.max_sessions, max(0, int(f)))
 
     def close_session(self, sid: str) -> bool:
         for tok, s in list(self.sessions.items()):

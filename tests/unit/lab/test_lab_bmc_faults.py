@@ -137,3 +137,51 @@ def test_in_process_fault_api_rejects_unknown(lab: Any) -> None:
         lab.set_fault("plain", gremlins=True)
     with pytest.raises(InputError):
         lab.counters("nope")
+
+
+def test_session_limit(lab: Any, rf: Any) -> None:
+    """session_limit=N: at most N sessions at once; the next login is refused 503 SessionLimitExceeded (as bmcweb does)."""
+    name = "lab-mncore-00004"
+    login = {"UserName": "admin", "Password": "labpass"}
+    c = rf(name)
+    served0 = lab.counters(name)["faults_served"]
+    lab.set_fault(name, session_limit=1)
+    status, _, hdrs = c.req("POST", "/redfish/v1/SessionService/Sessions", login)
+    assert status == 201
+    first = hdrs["Location"]
+    status, doc, _ = c.req("POST", "/redfish/v1/SessionService/Sessions", login)
+    assert status == 503
+    assert_redfish_error(doc, "SessionLimitExceeded")
+    assert lab.counters(name)["sessions_open"] == 1
+    # A logout frees the slot.
+    assert c.req("DELETE", first)[0] in (200, 204)
+    status, _, hdrs = c.req("POST", "/redfish/v1/SessionService/Sessions", login)
+    assert status == 201
+    assert c.req("DELETE", hdrs["Location"])[0] in (200, 204)
+    # True: no session at all; requests with basic auth are still answered.
+    lab.set_fault(name, session_limit=True)
+    assert c.req("POST", "/redfish/v1/SessionService/Sessions", login)[0] == 503
+    assert c.req("GET", "/redfish/v1/Systems")[0] == 200
+    assert lab.counters(name)["faults_served"] - served0 == 2
+    # Cleared: the lab's own max_sessions (3 in these tests) again.
+    lab.set_fault(name, session_limit=None)
+    made = [c.req("POST", "/redfish/v1/SessionService/Sessions", login) for _ in range(4)]
+    assert [m[0] for m in made] == [201, 201, 201, 503]
+    for m in made[:3]:
+        c.req("DELETE", m[2]["Location"])
+    assert lab.counters(name)["sessions_open"] == 0
+
+
+def test_drop_fraction(lab: Any, rf: Any) -> None:
+    """drop=0.5 closes about half the connections without an answer; the rest are answered."""
+    name = "lab-gpu-00005"
+    c = rf(name)
+    lab.set_fault(name, drop=0.5)
+    dropped = 0
+    for _ in range(30):
+        try:
+            assert c.req("GET", "/redfish/v1/Systems")[0] == 200
+        except (http.client.RemoteDisconnected, ConnectionError, urllib.error.URLError):
+            dropped += 1
+    lab.set_fault(name, drop=None)
+    assert 3 < dropped < 27
