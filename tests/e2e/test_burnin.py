@@ -17,14 +17,13 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fleetctl_lab.host_standins import set_board_fault
-from tests_helpers_bmc import lab_up, selected_engine  # (path set in conftest)
+from tests_helpers_bmc import install_hosts, lab_up, selected_engine  # (path set in conftest)
 
 MN1, MN2, GPU = "mn-tyo1-r12-01", "mn-tyo1-r12-02", "gpu-tyo1-r12-19"
 FLEETCTL = Path(sys.executable).parent / "fleetctl"
@@ -43,22 +42,11 @@ def lab(example_loaded, cli, tmp_path, monkeypatch) -> Iterator[dict[str, Any]]:
     assert r.code == 0, r.err
     doc = json.loads((state / "lab.json").read_text())
     try:
-        assert cli("boot", "set", MN1, MN2, GPU, "--device", "pxe").code == 0
-        assert cli("power", "on", MN1, MN2, GPU, "--stagger", "0").code == 0
-        deadline = time.monotonic() + 30
-        while not all(_host(doc, n)["phase"] == "up" for n in (MN1, MN2, GPU)):
-            assert time.monotonic() < deadline, {n: _host(doc, n) for n in (MN1, MN2, GPU)}
-            time.sleep(0.1)
-        for n in (MN1, MN2, GPU):
-            assert cli("server", "set-state", n, "ready", "--force", "--reason", "test: installed by the lab").code == 0
+        install_hosts(cli, doc, [MN1, MN2, GPU])
         yield doc
     finally:
         cli("lab", "down")
 
-
-def _host(lab: dict[str, Any], name: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{lab['control_url']}/lab/v1/hosts/{name}", timeout=10) as r:
-        return json.loads(r.read())
 
 
 def _dir(lab: dict[str, Any], name: str) -> Path:

@@ -10,15 +10,13 @@ dmesg stand-ins) and an MN-Core device node gone.
 from __future__ import annotations
 
 import json
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fleetctl_lab.host_standins import set_board_fault
-from tests_helpers_bmc import lab_up  # (path set in conftest)
+from tests_helpers_bmc import install_hosts, lab_up  # (path set in conftest)
 
 MN, GPU = "mn-tyo1-r12-01", "gpu-tyo1-r12-19"
 HOST_CHECKS = ("host.", "accel.host_boards", "gpu.")
@@ -36,22 +34,11 @@ def installed(example_loaded, cli, tmp_path, monkeypatch) -> Iterator[dict[str, 
     assert r.code == 0, r.err
     lab = json.loads((state / "lab.json").read_text())
     try:
-        assert cli("boot", "set", MN, GPU, "--device", "pxe").code == 0
-        assert cli("power", "on", MN, GPU, "--stagger", "0").code == 0
-        deadline = time.monotonic() + 30
-        while not all(_host(lab, n)["phase"] == "up" for n in (MN, GPU)):
-            assert time.monotonic() < deadline, {n: _host(lab, n) for n in (MN, GPU)}
-            time.sleep(0.1)
-        for n in (MN, GPU):
-            assert cli("server", "set-state", n, "ready", "--force", "--reason", "test: installed by the lab").code == 0
+        install_hosts(cli, lab, [MN, GPU])
         yield lab
     finally:
         cli("lab", "down")
 
-
-def _host(lab: dict[str, Any], name: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{lab['control_url']}/lab/v1/hosts/{name}", timeout=10) as r:
-        return json.loads(r.read())
 
 
 def _host_findings(cli) -> set[tuple[str, str, str, str]]:  # type: ignore[no-untyped-def]

@@ -49,3 +49,23 @@ def selected_engine():  # type: ignore[no-untyped-def]
 
     raw = os.environ["FLEETCTL_DB"]
     return create_engine(raw if "://" in raw else f"sqlite:///{raw}")
+
+
+def host_of(lab: dict[str, Any], name: str) -> dict[str, Any]:
+    """The lab's view of one host (phase, install and boot ids, devices)."""
+    with urllib.request.urlopen(f"{lab['control_url']}/lab/v1/hosts/{name}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def install_hosts(cli, lab: dict[str, Any], names: list[str], *, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    """Install the lab hosts of ``names`` with fleetctl's own `boot set` + `power on`, then mark them ready."""
+    import time
+
+    assert cli("boot", "set", *names, "--device", "pxe").code == 0
+    assert cli("power", "on", *names, "--stagger", "0").code == 0
+    deadline = time.monotonic() + timeout
+    while not all(host_of(lab, n)["phase"] == "up" for n in names):
+        assert time.monotonic() < deadline, {n: host_of(lab, n) for n in names}
+        time.sleep(0.1)
+    for n in names:
+        assert cli("server", "set-state", n, "ready", "--force", "--reason", "test: installed by the lab").code == 0
