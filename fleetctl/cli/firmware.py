@@ -144,7 +144,6 @@ def update(
     from fleetctl.cli.bmcrun import refuse_in_service, resolve, run_with_progress
     from fleetctl.cli.output import console, emit
     from fleetctl.errors import InputError
-    from fleetctl.targets import bmc_targets
     from fleetctl.workflows.firmware_campaign import Campaign, CampaignOptions, check_template, is_local, run_waves
     from fleetctl.workflows.firmware_policy import SystemClock, Threshold, Window
 
@@ -163,11 +162,9 @@ def update(
     check_template(template, image_base)
     servers = resolve(targets, output)
     refuse_in_service(servers, allow_in_service)
-    _, unreachable = bmc_targets(servers)  # the credentials resolve (their values are never shown)
-    if unreachable:
-        first = next(iter(unreachable.items()))
-        more = f" (and {len(unreachable) - 1} more)" if len(unreachable) > 1 else ""
-        raise InputError(f"{first[0]}: {first[1]}{more}")
+    from fleetctl.preflight import for_firmware
+
+    for_firmware(servers).refuse()  # every BMC URL and credential resolves (their values are never shown)
     opts = CampaignOptions(template=template, base=image_base.removeprefix("file://") if local else image_base,
                            only=set(component) if component else None, allow_downgrade=allow_downgrade,
                            apply_time=apply_time.value, push=push, task_timeout=task_timeout, poll=poll)  # fmt: skip
