@@ -110,6 +110,8 @@ def _isolated(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("FLEETCTL_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("FLEETCTL_DB", str(tmp_path / "fleet.db"))
     monkeypatch.setenv("FLEETCTL_ACTOR", "tester@ci")
+    # An operator's own secrets config (cmd:NAME) is never read by a test: one that needs it writes its own.
+    monkeypatch.setenv("FLEETCTL_SECRETS_CONFIG", str(tmp_path / "no-secrets-config.toml"))
     from fleetctl.store import reset_engines
 
     reset_engines()
