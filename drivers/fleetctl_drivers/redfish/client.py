@@ -16,7 +16,11 @@ Design points:
   (``limit=0``) because at thousands of hosts it costs more than it saves;
   each BMC gets its own ``asyncio.Semaphore(max_in_flight)`` instead;
 - login through SessionService (X-Auth-Token), one session per BMC reused for
-  every request, DELETE of the session at close; HTTP basic auth only when the
+  every request, DELETE of the session at close (retried once); a session
+  whose logout still failed is parked (:data:`_PARKED`): the next client of
+  that BMC in this process reuses it rather than opening another, and
+  :meth:`FleetSession.close` tries its logout once more, so a flaky run does
+  not leave sessions open on BMCs that have only a few; HTTP basic auth only when the
   BMC offers no sessions (no SessionService, or the login POST answers
   401/404/405/501, as sushy-tools does);
 - TLS verified by default; a pinned certificate (SHA-256) replaces CA
@@ -161,6 +165,27 @@ def is_error_body(body: Any) -> bool:
     return isinstance(body, dict) and isinstance(body.get("error"), dict) and "@odata.id" not in body
 
 
+@dataclass
+class _Parked:
+    """A session whose logout failed: reused by the next client of its BMC, or logged out later."""
+
+    url: str  # the session's full URL
+    token: str
+    ssl: Any  # the ssl argument of the requests that opened it (pin, CA verification, or none)
+    fingerprint: str | None
+
+
+# Sessions whose logout failed, by (BMC base URL, user), in this process. Real BMCs have a handful of session
+# slots (often 4 to 16): a flaky run that left one or two per BMC open ran them out. The next client of the
+# BMC takes one back (RedfishClient.open), and FleetSession.close tries their logout once more.
+_PARKED: dict[tuple[str, str], list[_Parked]] = {}
+
+
+def parked_sessions() -> int:
+    """How many sessions of this process wait for a logout or a reuse (for tests and diagnostics)."""
+    return sum(len(v) for v in _PARKED.values())
+
+
 class FleetSession:
     """The HTTP machinery shared by every BMC of one fleet operation.
 
@@ -206,8 +231,36 @@ class FleetSession:
 
     async def close(self) -> None:
         if self.http is not None:
-            await self.http.close()
-            self.http = None
+            try:
+                await self.logout_parked()
+            finally:
+                await self.http.close()
+                self.http = None
+
+    async def logout_parked(self, timeout: float = 5.0) -> int:
+        """Try once more to log out every parked session (:data:`_PARKED`); those that fail again stay parked.
+
+        Returns how many were logged out.
+        """
+        if self.http is None or not _PARKED:
+            return 0
+        http = self.http
+        todo = [(k, p) for k, ps in _PARKED.items() for p in ps]
+        _PARKED.clear()
+
+        async def one(key: tuple[str, str], p: _Parked) -> bool:
+            try:
+                async with http.delete(p.url, headers={"X-Auth-Token": p.token, "Connection": "close"}, ssl=p.ssl,
+                                       timeout=aiohttp.ClientTimeout(total=timeout), allow_redirects=False) as resp:  # fmt: skip
+                    await resp.read()
+                    if resp.status < 300 or resp.status in (401, 404):  # logged out, or already gone
+                        return True
+            except (aiohttp.ClientError, TimeoutError, OSError) as e:
+                log.debug("%s: logout of a parked session failed again: %s", p.url, e)
+            _PARKED.setdefault(key, []).append(p)
+            return False
+
+        return sum(await asyncio.gather(*(one(k, p) for k, p in todo)))
 
 
 @dataclass
@@ -299,17 +352,57 @@ class RedfishClient:
         else:
             self._ssl = False
         await self.service_root()
-        await self._login()
+        if not await self._reuse_parked():
+            await self._login()
+
+    @property
+    def _parked_key(self) -> tuple[str, str]:
+        return (self.base, self.target.username)
+
+    async def _reuse_parked(self) -> bool:
+        """Take back a session of this BMC whose logout failed earlier in this process, if it is still valid."""
+        while True:
+            left = _PARKED.get(self._parked_key)
+            if not left:
+                return False
+            p = left.pop()
+            if not left:
+                _PARKED.pop(self._parked_key, None)
+            if p.fingerprint != self.fingerprint or not p.url.startswith(self.base + "/"):
+                _PARKED.setdefault(self._parked_key, []).insert(0, p)
+                return False
+            path = p.url[len(self.base):]
+            self._token, self._session_uri, self._auth_mode = p.token, path, "session"
+            try:
+                await self._request("GET", path, relogin=False)
+            except DriverError as e:
+                self._token = self._session_uri = self._auth_mode = None
+                if isinstance(e, AuthError) or (isinstance(e, RedfishError) and e.status in (401, 404)):
+                    log.debug("%s: parked session no longer valid: %s", self.target.name, e)
+                    continue  # expired or dropped by the BMC: nothing left to log out
+                # The BMC did not answer well: keep it parked, log in anew
+                _PARKED.setdefault(self._parked_key, []).append(p)
+                return False
+            return True
 
     async def close(self) -> None:
-        """Log out (DELETE the session) and release a private HTTP session."""
+        """Log out (DELETE the session, retried once) and release a private HTTP session.
+
+        A logout that still fails parks the session (:data:`_PARKED`): reused by the
+        next client of this BMC, or logged out when the fleet session closes.
+        """
         try:
             if self._session_uri and self._token:
                 try:
                     # The last request to this BMC: let the connection go with it.
-                    await self._request("DELETE", self._session_uri, retries=0, relogin=False, headers={"Connection": "close"})
-                except DriverError as e:  # logout is best effort: the session times out anyway
-                    log.debug("%s: logout failed: %s", self.target.name, e)
+                    await self._request("DELETE", self._session_uri, retries=1, relogin=False, headers={"Connection": "close"})
+                except (AuthError, RedfishError) as e:
+                    if not (isinstance(e, AuthError) or e.status == 404):  # 401/404: the session is gone already
+                        self._park(e)
+                except DriverError as e:
+                    self._park(e)
+                else:
+                    await self._logout_parked_here()
         finally:
             self._token = None
             self._session_uri = None
@@ -317,6 +410,28 @@ class RedfishClient:
                 self._memo.clear()  # a sweep of 10,000 BMCs must not keep every answer it read
             if self._own_fleet and self._fleet is not None:
                 await self._fleet.close()
+
+    async def _logout_parked_here(self) -> None:
+        """The BMC answers again: log out its other parked sessions (one attempt each; those failing stay parked)."""
+        left = _PARKED.pop(self._parked_key, [])
+        for p in left:
+            if p.fingerprint != self.fingerprint or not p.url.startswith(self.base + "/"):
+                _PARKED.setdefault(self._parked_key, []).append(p)
+                continue
+            try:
+                await self._request("DELETE", p.url[len(self.base):], auth=False, retries=0, relogin=False,
+                                    headers={"X-Auth-Token": p.token})  # fmt: skip
+            except (AuthError, RedfishError) as e:
+                if not (isinstance(e, AuthError) or e.status in (401, 404)):
+                    _PARKED.setdefault(self._parked_key, []).append(p)
+            except DriverError:
+                _PARKED.setdefault(self._parked_key, []).append(p)
+
+    def _park(self, error: Exception) -> None:
+        log.debug("%s: logout failed, session parked for reuse: %s", self.target.name, error)
+        assert self._session_uri is not None and self._token is not None
+        ssl_arg = self._ssl if self._ssl is not None else True
+        _PARKED.setdefault(self._parked_key, []).append(_Parked(self.base + self._session_uri, self._token, ssl_arg, self.fingerprint))
 
     async def service_root(self) -> dict:
         if self._root is None:
