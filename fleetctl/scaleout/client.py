@@ -24,12 +24,41 @@ def check_store(url: str) -> None:
         )
 
 
+# mTLS to Temporal's frontend (production): the client's certificate and key, and the CA of the server's certificate.
+ENV_TLS_CERT = "FLEETCTL_TEMPORAL_TLS_CERT"
+ENV_TLS_KEY = "FLEETCTL_TEMPORAL_TLS_KEY"
+ENV_TLS_CA = "FLEETCTL_TEMPORAL_TLS_CA"
+
+
+def tls_config() -> Any:
+    """The TLS settings from FLEETCTL_TEMPORAL_TLS_CERT / _KEY / _CA (files); False: plain (a dev server on loopback)."""
+    import os
+    from pathlib import Path
+
+    cert, key, ca = (os.environ.get(v, "").strip() for v in (ENV_TLS_CERT, ENV_TLS_KEY, ENV_TLS_CA))
+    if not (cert or key or ca):
+        return False
+    if bool(cert) != bool(key):
+        raise InputError(f"give both {ENV_TLS_CERT} and {ENV_TLS_KEY} (mTLS), or neither")
+    from temporalio.service import TLSConfig
+
+    def read(path: str) -> bytes:
+        try:
+            return Path(path).expanduser().read_bytes()
+        except OSError as e:
+            raise InputError(f"cannot read {path}: {e.strerror}") from e
+
+    return TLSConfig(client_cert=read(cert) if cert else None, client_private_key=read(key) if key else None,
+                     server_root_ca_cert=read(ca) if ca else None)  # fmt: skip
+
+
 async def connect(address: str, namespace: str) -> Any:
-    """A Temporal client; a clear error when the server does not answer."""
+    """A Temporal client (mTLS when configured); a clear error when the server does not answer."""
     from temporalio.client import Client
 
+    tls = tls_config()
     try:
-        return await Client.connect(address, namespace=namespace)
+        return await Client.connect(address, namespace=namespace, tls=tls)
     except RuntimeError as e:  # the SDK's core reports a refused or unreachable frontend as RuntimeError
         raise FleetError(f"cannot reach Temporal at {address} (namespace {namespace}): {e}") from e
 
@@ -97,14 +126,20 @@ def provision(names: list[str], options: Any, label: str, address: str, namespac
     job: list[int | None] = [None]
 
     async def go() -> dict[str, Any]:
+        from temporalio.service import RPCError
+
         from fleetctl.scaleout.queues import CONTROL_QUEUE
 
         client = await connect(address, namespace)
         handle = await client.start_workflow("fleetctl.provision", req, id=wid, task_queue=CONTROL_QUEUE)
         result = asyncio.ensure_future(handle.result())
-        while not result.done():
+        while True:
             await asyncio.wait([result], timeout=1.0)
             if result.done():
+                if isinstance(result.exception(), RPCError):  # the server restarts, or the network drops: follow again
+                    await asyncio.sleep(1.0)
+                    result = asyncio.ensure_future(handle.result())
+                    continue
                 break
             try:
                 status = await handle.query("status")
