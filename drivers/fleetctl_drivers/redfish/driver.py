@@ -12,10 +12,12 @@ on first need.
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from fleetctl.errors import DriverError
+from fleetctl.errors import BMCError, DriverError
 from fleetctl.interfaces.bmc import BMC, BMCTarget
 from fleetctl.interfaces.sweep import BMCSweepResult, SweepProgress
 
@@ -29,8 +31,24 @@ from .capabilities import (
     RedfishMedia,
     RedfishPower,
 )
-from .client import FleetSession, RedfishClient, RedfishError, odata_id
+from .client import RETRY_STATUSES, FleetSession, RedfishClient, RedfishError, odata_id
 from .quirks import GENERIC, Quirks, VendorProfile, detect_vendor, quirks_for
+
+# What a BMC answers a login with when every session slot is taken. The DMTF Base registry's
+# SessionLimitExceeded fixes no HTTP status: OpenBMC's bmcweb sends it with 503
+# (redfish-core/src/error_messages.cpp, sessionLimitExceeded), which the client already retries
+# with backoff. NOTE(dell): iDRAC 9 answers 400 with its own IDRAC.2.x.RAC0218 ("The maximum
+# number of user sessions is reached"), which nothing retries: the driver asks once more.
+SESSION_LIMIT_IDS = ("SessionLimitExceeded", "RAC0218")
+
+
+class SessionLimitReached(BMCError):
+    """The BMC refused a new session because its session slots are all taken, again after a retry."""
+
+
+def is_session_limit(e: RedfishError) -> bool:
+    """True when a login was refused because the BMC has no session slot left."""
+    return any(mid.rsplit(".", 1)[-1] in SESSION_LIMIT_IDS for mid in e.message_ids)
 
 
 class RedfishDriver(BMC):
@@ -87,7 +105,7 @@ class RedfishDriver(BMC):
         if self._opened:
             return
         try:
-            await self.client.open()
+            await self._open_client()
             root = await self.client.service_root()
             profile = detect_vendor(root, hint=self.target.vendor_hint)
             if profile is not GENERIC:
@@ -97,6 +115,40 @@ class RedfishDriver(BMC):
             await self.client.close()
             raise
         self._opened = True
+
+    async def _open_client(self) -> None:
+        """Log in; a BMC with no session slot left is asked once more after a backoff, then named as such.
+
+        A 503 was already retried with backoff by the client (``target.retries``); any other
+        status (iDRAC's 400) gets one more attempt here. Never falls back to basic auth: a BMC
+        that is out of sessions is one to report, not to work around.
+        """
+        attempts = 1
+        try:
+            await self.client.open()
+            return
+        except RedfishError as e:
+            if not is_session_limit(e):
+                raise
+            error = e
+            if e.status in RETRY_STATUSES:
+                attempts += self.target.retries
+            else:
+                await asyncio.sleep(self.client.backoff * (0.5 + random.random()))
+                attempts += 1
+                try:
+                    await self.client.open()
+                    return
+                except RedfishError as e2:
+                    if not is_session_limit(e2):
+                        raise
+                    error = e2
+        mid = next((m for m in error.message_ids if m.rsplit(".", 1)[-1] in SESSION_LIMIT_IDS), "")
+        raise SessionLimitReached(
+            f"{self.target.name}: session limit reached on the BMC: it refused a new session "
+            f"{attempts} time{'s' if attempts > 1 else ''} (HTTP {error.status} {mid}); "
+            "log out other sessions on the BMC or wait for them to time out"
+        ) from error
 
     async def close(self) -> None:
         self._opened = False
