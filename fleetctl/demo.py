@@ -1,19 +1,25 @@
 """`make demo`: the main job on the embedded default, command by command.
 
-Runs the real `fleetctl` CLI against a SQLite inventory of its own (in the
-user's data folder, so it never touches a real inventory) and prints each
-command before its output, so the demo doubles as a tour.
+Runs the real `fleetctl` CLI against a SQLite inventory of its own and prints
+each command before its output, so the demo doubles as a tour. Everything it
+writes (its database, the lab, Ansible's run folders, reports) stays in its own
+folder, ``<data folder>/demo``: the fleetctl it runs gets that folder as its
+data folder (FLEETCTL_DATA_DIR), so it never touches a real inventory.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,8 +33,18 @@ def step(title: str) -> None:
     print(f"\n\033[1;34m== {title}\033[0m", flush=True)
 
 
-def sh(*args: str, env: dict[str, str], expect: int = 0, tail: int | None = None) -> str:
+def sh(*args: str, env: dict[str, str], expect: int = 0, tail: int | None = None, live: bool = False) -> str:
+    """Run ``fleetctl ARGS``, print its output (the last ``tail`` lines), check its exit code.
+
+    ``live``: for the long commands (provision, burn-in, sweep). Their progress
+    (a live table or bar on stderr) goes straight to the terminal as it comes;
+    their result (stdout) is printed as each line arrives. Where stderr is not a
+    terminal (`make demo | tee`), fleetctl draws no progress, so a heartbeat
+    line says every few seconds that the command is still at work.
+    """
     print(f"\033[1m$ fleetctl {' '.join(args)}\033[0m", flush=True)
+    if live:
+        return _live(args, env=env, expect=expect, tail=tail)
     done = subprocess.run([*_fleetctl(), *args], env=env, capture_output=True, text=True, check=False)
     out = done.stdout + done.stderr
     lines = out.rstrip("\n").splitlines()
@@ -36,12 +52,129 @@ def sh(*args: str, env: dict[str, str], expect: int = 0, tail: int | None = None
         print(f"  ... ({len(lines) - tail} lines above)")
         lines = lines[-tail:] if tail else []
     print("\n".join(lines), flush=True)
-    if done.returncode != expect:
-        print(f"demo: expected exit code {expect}, got {done.returncode}", file=sys.stderr)
+    _check(done.returncode, expect)
+    return done.stdout
+
+
+def _check(code: int, expect: int) -> None:
+    if code != expect:
+        print(f"demo: expected exit code {expect}, got {code}", file=sys.stderr)
         raise SystemExit(1)
     if expect:
-        print(f"(exit code {done.returncode}, as expected)")
-    return done.stdout
+        print(f"(exit code {code}, as expected)")
+
+
+HEARTBEAT_S = 10.0
+
+
+def _live(args: tuple[str, ...], *, env: dict[str, str], expect: int, tail: int | None) -> str:
+    """``sh(live=True)``: stderr passes through, stdout is echoed line by line (a long table cut to ``tail``)."""
+    started = time.monotonic()
+    last = [started]
+    done = threading.Event()
+    proc = subprocess.Popen([*_fleetctl(), *args], env=env, stdout=subprocess.PIPE, stderr=None, text=True, bufsize=1)
+
+    def heartbeat() -> None:
+        while not done.wait(1.0):
+            now = time.monotonic()
+            if now - last[0] >= HEARTBEAT_S:
+                last[0] = now
+                print(f"  ... fleetctl {args[0]} still at work, {now - started:.0f} s", flush=True)
+
+    beat = None if sys.stderr.isatty() else threading.Thread(target=heartbeat, daemon=True)
+    if beat:
+        beat.start()
+    lines: list[str] = []
+    shown = 0
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            last[0] = time.monotonic()
+            # The result table comes at the end: hold back all but its last `tail` lines.
+            if tail is None:
+                print(lines[-1], flush=True)
+                shown += 1
+        code = proc.wait()
+    finally:
+        done.set()
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait()
+    if tail is not None:
+        rest = lines[-tail:] if tail else []
+        if len(lines) > len(rest):
+            print(f"  ... ({len(lines) - len(rest)} lines above)")
+        print("\n".join(rest), flush=True)
+    print(f"({time.monotonic() - started:.0f} s)", flush=True)
+    _check(code, expect)
+    return "\n".join(lines) + "\n"
+
+
+def _key(item: Any) -> str | None:
+    if isinstance(item, dict):
+        for k in ("name", "serial"):
+            if isinstance(item.get(k), str):
+                return str(item[k])
+    return None
+
+
+def differences(a: Any, b: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str]]:
+    """Where two site documents differ, as (path, what): lists of named items are compared by name (boards by serial)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[tuple[tuple[str, ...], str]] = []
+        for k in sorted(set(a) | set(b), key=str):
+            p = (*path, str(k))
+            if k not in b:
+                out.append((p, f"only in the original: {_short(a[k])}"))
+            elif k not in a:
+                out.append((p, f"only in the export: {_short(b[k])}"))
+            else:
+                out += differences(a[k], b[k], p)
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        ka, kb = [_key(x) for x in a], [_key(x) for x in b]
+        if None not in ka and None not in kb and len(set(ka)) == len(ka) and len(set(kb)) == len(kb):
+            return differences(dict(zip(ka, a, strict=True)), dict(zip(kb, b, strict=True)), (*path, "*"))
+        ca = sorted(json.dumps(x, sort_keys=True, default=str) for x in a)
+        cb = sorted(json.dumps(x, sort_keys=True, default=str) for x in b)
+        gone, new = [x for x in ca if x not in cb], [x for x in cb if x not in ca]
+        return [(path, f"only in the original: {x[:100]}") for x in gone] + [(path, f"only in the export: {x[:100]}") for x in new]
+    return [] if a == b else [(path, f"{_short(a)} -> {_short(b)}")]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def compare_export(original: Path, exported: Path) -> list[str]:
+    """The differences between two site files read through the schema (defaults filled in), grouped by kind.
+
+    A difference repeated across many items (a field every board's export
+    writes out) is one line with a count, the first place it occurs as example.
+    """
+    import yaml
+
+    from fleetctl.inventory.render import to_document
+    from fleetctl.inventory.schema import SiteFile
+
+    def read(p: Path) -> Any:
+        return to_document(SiteFile.model_validate(yaml.safe_load(p.read_text())))
+
+    groups: dict[tuple[tuple[str, ...], str], list[str]] = {}
+    for path, what in differences(read(original), read(exported)):
+        shape = tuple("*" if i and path[i - 1] == "*" else part for i, part in enumerate(path))
+        kind = what.split(":", 1)[0] if what.startswith("only in") else "changed"
+        named = ".".join(p for p in path if p != "*")
+        groups.setdefault((shape, kind), []).append(f"{named}: {what}")
+    out = []
+    for (_, _), items in groups.items():
+        if len(items) <= 3:
+            out += items
+        else:
+            out.append(f"{items[0]}  (and {len(items) - 1} more like it)")
+    return out
 
 
 def main() -> None:
@@ -52,7 +185,11 @@ def main() -> None:
     db = demo_dir / "fleetctl.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    env = {**os.environ, "FLEETCTL_DB": str(db), "FLEETCTL_ACTOR": os.environ.get("USER", "demo") + "@demo", "COLUMNS": "160"}
+    env = {**os.environ, "FLEETCTL_DB": str(db), "FLEETCTL_ACTOR": os.environ.get("USER", "demo") + "@demo", "COLUMNS": "160",
+           # The demo folder is the data folder of the fleetctl it runs: Ansible's run folders, the known_hosts of
+           # the lab's hosts and the run records of provisioning go there, never into the user's own data folder;
+           # and Ansible keeps its own files (~/.ansible: temporary files, SSH control sockets) there too.
+           "FLEETCTL_DATA_DIR": str(demo_dir), "ANSIBLE_HOME": str(demo_dir / "ansible")}  # fmt: skip
     inventory = REPO / "inventory"
 
     step("1. Plan the import of the example site (a dry run changes nothing)")
@@ -107,19 +244,19 @@ def main() -> None:
         sh("provision", "rack-12", "--dry-run", env=env, tail=10)
         print("\nOne server's host will come up with a board missing (a loose card); the rest must not care:")
         sh("lab", "fault", "mn-tyo1-r12-05", "--set", "device_missing=1", env=env, tail=0)
-        sh("provision", "rack-12", "--stagger", "1", "--poll", "1", env=env, expect=1)
+        sh("provision", "rack-12", "--stagger", "1", "--poll", "1", env=env, expect=1, live=True)
         sh("rack", "show", "rack-12", env=env, tail=24)
         sh("server", "show", "mn-tyo1-r12-05", env=env, tail=12)
         print("\nThe card is reseated; provisioning the server again resumes it (--restart reinstalls it from step 1):")
         sh("lab", "fault", "mn-tyo1-r12-05", "--clear", env=env, tail=0)
-        sh("provision", "mn-tyo1-r12-05", "--restart", "--poll", "1", env=env)
+        sh("provision", "mn-tyo1-r12-05", "--restart", "--poll", "1", env=env, live=True)
         sh("provision", "rack-12", env=env, tail=4)  # everything ready: nothing to do
         sh("events", "list", "--name", "mn-tyo1-r12-05", "--limit", "6", env=env)
 
         step("8. Burn in rack-12's MN-Core boards: all at once, a verdict per board, a failing one sent to RMA")
         print("One board computes wrong results (a lab fault the burn-in program cannot know of):")
         sh("lab", "fault", "mn-tyo1-r12-04", "--board", "2", "--set", "fault=checksum", env=env, tail=0)
-        sh("burnin", "--mncore", "rack-12", "--level", "quick", "--duration", "10", env=env, expect=5, tail=8)
+        sh("burnin", "--mncore", "rack-12", "--level", "quick", "--duration", "10", env=env, expect=5, tail=8, live=True)
         sh("board", "rma", "list", env=env)
         sh("server", "list", "--state", "maintenance", env=env, tail=3)
         burnin_report = demo_dir / "burnin.html"
@@ -129,7 +266,7 @@ def main() -> None:
         step("9. The morning health sweep: every BMC and switch, judged and remembered")
         print("The first sweep of a fleet: every problem is new. The GPU servers run a newer vbios than the baseline,")
         print("and the server racked in step 5 shows none of the four boards its model holds (none was recorded):")
-        sh("sweep", env=env, expect=5, tail=8)
+        sh("sweep", env=env, expect=5, tail=8, live=True)
 
         step("10. Day two: drift, a failing BMC, a swapped cable")
         sh("lab", "fault", "mn-tyo1-r13-05", "--set", "error_rate=1", env=env)
@@ -144,7 +281,7 @@ def main() -> None:
         print("\nA PSU fails and a card's link trains at half width; the next sweep says what is new since yesterday:")
         sh("lab", "fault", "mn-tyo1-r12-03", "--set", "psu_failed=true", env=env, tail=0)
         sh("lab", "fault", "mn-tyo1-r12-07", "--set", "pcie_degraded=true", env=env, tail=0)
-        sh("sweep", "--timeout", "10", env=env, expect=5, tail=16)
+        sh("sweep", "--timeout", "10", env=env, expect=5, tail=16, live=True)
         sh("finding", "ack", "mn-tyo1-r12-07:accel.pcie", "--reason", "reseat booked for Thursday", "--until", "7d", env=env)
         sh("sweep", "diff", env=env, tail=12)
         report = demo_dir / "report.html"
@@ -155,9 +292,30 @@ def main() -> None:
         env["FLEETCTL_DB"] = str(db)
     print(f"\n\033[1m$ export FLEETCTL_DB={db}\033[0m   # back to the demo fleet: the lab's work stayed in the lab's database")
 
-    step("11. Export: the same site files back, byte for byte")
-    first = sh("inventory", "export", "--output", "json", env=env, tail=0)
-    print(f"({len(first.splitlines())} lines of JSON)")
+    step("11. Export: the site files back, compared with the ones imported in step 2")
+    original = inventory / "site-tyo1.yaml"
+    exported = demo_dir / "export" / "site-tyo1.yaml"
+    exported.parent.mkdir(exist_ok=True)
+    text = sh("inventory", "export", env=env, tail=0)
+    exported.write_text(text)
+    lines = len(original.read_text().splitlines())
+    print(f"(written to {exported}: {len(text.splitlines())} lines; {original.relative_to(REPO)} has {lines})")
+    print("The two compared as data (each read through the site-file schema, so a default written out or left")
+    print("implicit, and the order of keys, make no difference); the export writes each board's kind, which the")
+    print("example leaves to the model, and carries the edits of step 5:")
+    diffs = compare_export(original, exported)
+    print("\n".join(f"  {d}" for d in diffs) if diffs else "  identical")
+    print("\nByte for byte: the export imported into a database of its own exports the same text again:")
+    scratch = demo_dir / "roundtrip.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+    renv = {**env, "FLEETCTL_DB": str(scratch)}
+    sh("inventory", "import", str(exported), env=renv, tail=1)
+    again = sh("inventory", "export", env=renv, tail=0)
+    if again != text:
+        print("demo: the second export differs from the first", file=sys.stderr)
+        raise SystemExit(1)
+    print(f"identical: {len(again.splitlines())} lines, {len(again.encode())} bytes")
 
     step("12. Ansible sees the fleet grouped by site, rack, role, state and accelerator")
     ansible_inventory = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or shutil.which("ansible-inventory")
