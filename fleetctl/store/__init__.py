@@ -149,11 +149,13 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 
 def live_holders(engine: Engine) -> list[str]:
-    """Other fleetctl processes working on this database: a live lock holder, a running sweep or burn-in.
+    """Other fleetctl processes working on this database: a live lock holder, a running job, sweep or burn-in.
 
     A lock (the server's reservation) whose process runs on this host, or
     that was taken on another host (whose processes cannot be seen from
-    here); a sweep or burn-in run marked running whose process is alive.
+    here, and which `server unlock --force` clears once it is known gone); a
+    job, sweep or burn-in run marked running whose process is alive on this
+    host (one of another host may be a leftover nothing here can clear).
     This process itself is not counted for runs, but a reservation it holds is
     (a migration under its own workflow is as bad as under another's). Reads
     whatever tables the schema at its current revision has.
@@ -179,16 +181,32 @@ def live_holders(engine: Engine) -> list[str]:
                 if alive or (alive is None and holder.host is not None):
                     where = "" if alive else f" on host {holder.host}"
                     found.append(f"pid {holder.pid}{where}, user {holder.user}, locks {name} for {purpose}")
+        if "job" in tables:
+            import json
+
+            # A job names its process in args["owner"] (user:host:pid, fleetctl.workflows.journal).
+            for job_id, kind, args in conn.execute(text("SELECT id, kind, args FROM job WHERE state = 'running' ORDER BY id")):
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args)
+                    except ValueError:
+                        continue
+                owner = args.get("owner") if isinstance(args, dict) else None
+                if not isinstance(owner, str):
+                    continue
+                holder = Holder.parse(owner)
+                if holder.pid == os.getpid() and holder.host == socket.gethostname():
+                    continue
+                if holder.alive():
+                    found.append(f"pid {holder.pid}, user {holder.user}, job {job_id} ({kind}) running")
         for kind in ("sweep_run", "burnin_run"):
             if kind not in tables:
                 continue
             for run_id, host, pid in conn.execute(text(f"SELECT id, host, pid FROM {kind} WHERE state = 'running' ORDER BY id")):
                 if not pid or (pid == os.getpid() and host == socket.gethostname()):
                     continue
-                alive = Holder("?", host, pid).alive()
-                if alive or (alive is None and host):
-                    where = "" if alive else f" on host {host}"
-                    found.append(f"pid {pid}{where}, {kind.replace('_', ' ')} {run_id} running")
+                if Holder("?", host, pid).alive():
+                    found.append(f"pid {pid}, {kind.replace('_', ' ')} {run_id} running")
     return found
 
 

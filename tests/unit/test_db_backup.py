@@ -262,3 +262,21 @@ def _dead_pid() -> int:
         except PermissionError:
             pass
         pid -= 1
+
+
+def test_upgrade_is_refused_while_a_job_of_another_live_process_runs(cli) -> None:  # type: ignore[no-untyped-def]
+    from fleetctl.store import current_revision
+
+    _import_example(cli)
+    url = f"sqlite:///{os.environ['FLEETCTL_DB']}"
+    engine = create_engine(url)
+    with engine.begin() as conn:  # a job whose owner is the parent process: alive, on this host, not us
+        conn.execute(text("INSERT INTO job (kind, target, state, actor, args, created_at) "
+                          "VALUES ('power.on', 'rack-12', 'running', 'x', :a, '2026-01-01')"),
+                     {"a": f'{{"owner": "op@ci:{socket.gethostname()}:{os.getppid()}"}}'})  # fmt: skip
+    engine.dispose()
+    _to_revision(url, "0006")
+    r = cli("db", "upgrade")
+    assert r.code == 2, (r.out, r.err)
+    assert f"(pid {os.getppid()}, user op@ci, job 1 (power.on) running)" in r.err
+    assert current_revision(create_engine(url)) == "0006"
