@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from fleetctl.cli.common import OutputOpt
+from fleetctl.cli.common import OutputOpt, finite
 from fleetctl.cli.output import Format
 
 
@@ -40,7 +40,9 @@ def run(
     mncore: Annotated[bool, typer.Option("--mncore", help="Burn in MN-Core boards.")] = False,
     gpu: Annotated[bool, typer.Option("--gpu", help="Burn in GPUs.")] = False,
     level: Annotated[str, typer.Option(help="quick, standard or extended (lengths and DCGM levels: criteria.yaml).")] = "standard",
-    duration: Annotated[float | None, typer.Option(help="Seconds of workload, instead of the level's.")] = None,
+    duration: Annotated[
+        float | None, typer.Option(help="Seconds of workload, instead of the level's.", callback=finite(0, above=True))
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Also servers in service (named), and boards another program holds.")
     ] = False,
@@ -49,7 +51,8 @@ def run(
         int, typer.Option(help="Servers burned in at once (each holds one SSH connection while its workload runs).", min=1)
     ] = 250,
     grace: Annotated[
-        float | None, typer.Option(help="Seconds past the workload's length before it counts as hung (default: 25%, >= 30 s).", min=0)
+        float | None,
+        typer.Option(help="Seconds past the workload's length before it counts as hung (default: 25%, >= 30 s).", callback=finite(0)),
     ] = None,
     criteria_file: Annotated[
         Path | None, typer.Option("--criteria", help="Criteria and levels (default: the bundled criteria.yaml).")

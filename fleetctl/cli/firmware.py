@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt
+from fleetctl.cli.common import DryRunOpt, OutputOpt, finite
 from fleetctl.cli.output import Format
 from fleetctl.cli.power import TargetsArg
 
@@ -131,9 +131,12 @@ def update(
                                           "run again inside it.")] = False,  # fmt: skip
     push: Annotated[bool, typer.Option("--push", help="Upload the images (MultipartHttpPushUri) even where the BMC "
                                        "could pull them.")] = False,  # fmt: skip
-    task_timeout: Annotated[float, typer.Option("--task-timeout", help="Seconds an update task may run.")] = 3600.0,
+    task_timeout: Annotated[
+        float, typer.Option("--task-timeout", help="Seconds an update task may run.", callback=finite(0, above=True))
+    ] = 3600.0,
     poll: Annotated[float, typer.Option(help="Seconds between reads while waiting for updates running in a BMC, the power "
-                                        "and the versions after a reset (a task is polled as its BMC says).")] = 2.0,  # fmt: skip
+                                        "and the versions after a reset (a task is polled as its BMC says).",
+                                        callback=finite(0, above=True))] = 2.0,  # fmt: skip
     allow_in_service: Annotated[bool, typer.Option("--allow-in-service", help="Also update servers in service.")] = False,
     dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
