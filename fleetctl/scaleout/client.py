@@ -52,13 +52,29 @@ def tls_config() -> Any:
                      server_root_ca_cert=read(ca) if ca else None)  # fmt: skip
 
 
+_runtime: list[Any] = []
+
+
+def runtime() -> Any:
+    """The SDK's runtime, its core's log lines sent to Python's logging (stderr), never to stdout (JSON output goes there)."""
+    if not _runtime:
+        import logging
+
+        from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+
+        log = LoggingConfig(filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+                            forwarding=LogForwardingConfig(logger=logging.getLogger("fleetctl.temporal")))  # fmt: skip
+        _runtime.append(Runtime(telemetry=TelemetryConfig(logging=log)))
+    return _runtime[0]
+
+
 async def connect(address: str, namespace: str) -> Any:
     """A Temporal client (mTLS when configured); a clear error when the server does not answer."""
     from temporalio.client import Client
 
     tls = tls_config()
     try:
-        return await Client.connect(address, namespace=namespace, tls=tls)
+        return await Client.connect(address, namespace=namespace, tls=tls, runtime=runtime())
     except RuntimeError as e:  # the SDK's core reports a refused or unreachable frontend as RuntimeError
         raise FleetError(f"cannot reach Temporal at {address} (namespace {namespace}): {e}") from e
 

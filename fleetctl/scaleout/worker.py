@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from fleetctl.scaleout.client import check_store, connect
 from fleetctl.scaleout.queues import CONTROL_QUEUE, site_queue
@@ -26,7 +25,8 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
     from fleetctl.config import database_url
     from fleetctl.plugins import FleetSessions
     from fleetctl.scaleout.activities import ProvisionActivities
-    from fleetctl.scaleout.workflows import ProvisionRun, ProvisionServer
+    from fleetctl.scaleout.sweep import SweepActivities
+    from fleetctl.scaleout.workflows import ProvisionRun, ProvisionServer, SweepRun
 
     check_store(database_url())
     client = await connect(address, namespace)
@@ -36,18 +36,18 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
         loop.add_signal_handler(sig, stop.set)
     async with FleetSessions() as fleets:
         acts = ProvisionActivities(fleets)
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            site_worker = Worker(client, task_queue=site_queue(site), workflows=[ProvisionServer], activities=acts.all(),
-                                 max_concurrent_activities=activities, activity_executor=pool)  # fmt: skip
-            control = Worker(client, task_queue=CONTROL_QUEUE, workflows=[ProvisionRun], activities=acts.control(),
-                             activity_executor=pool)  # fmt: skip
-            tasks = [asyncio.create_task(site_worker.run()), asyncio.create_task(control.run())]
-            if ready is not None:
-                ready(f"worker for site {site}: task queues {site_queue(site)} and {CONTROL_QUEUE} on {address} (namespace {namespace})")
-            waiter = asyncio.create_task(stop.wait())
-            await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
-            await asyncio.gather(site_worker.shutdown(), control.shutdown(), return_exceptions=True)
-            for t in tasks:
-                if t.done() and t.exception() is not None:
-                    raise t.exception()  # type: ignore[misc]
+        sweep = SweepActivities()
+        site_worker = Worker(client, task_queue=site_queue(site), workflows=[ProvisionServer],
+                             activities=[*acts.all(), *sweep.site()], max_concurrent_activities=activities)  # fmt: skip
+        control = Worker(client, task_queue=CONTROL_QUEUE, workflows=[ProvisionRun, SweepRun],
+                         activities=[*acts.control(), *sweep.control()])  # fmt: skip
+        tasks = [asyncio.create_task(site_worker.run()), asyncio.create_task(control.run())]
+        if ready is not None:
+            ready(f"worker for site {site}: task queues {site_queue(site)} and {CONTROL_QUEUE} on {address} (namespace {namespace})")
+        waiter = asyncio.create_task(stop.wait())
+        await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.gather(site_worker.shutdown(), control.shutdown(), return_exceptions=True)
+        for t in tasks:
+            if t.done() and t.exception() is not None:
+                raise t.exception()  # type: ignore[misc]
         acts.close_all()

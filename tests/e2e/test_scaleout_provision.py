@@ -126,13 +126,18 @@ def two_sites(path: Path) -> Path:
 
 
 @pytest.fixture
-def lab(db_url, cli, tmp_path, monkeypatch, lab_db_args):  # type: ignore[no-untyped-def]
+def lab_timings() -> list[str]:
+    """The lab's timings (a test parametrizes this to slow a device down)."""
+    return ["--power-transition", "0.3", "--firmware-time", "1.5", "--install-time", "3", "--os-boot-time", "0.5"]
+
+
+@pytest.fixture
+def lab(db_url, cli, tmp_path, monkeypatch, lab_db_args, lab_timings):  # type: ignore[no-untyped-def]
     r = cli("inventory", "import", str(two_sites(tmp_path / "sites.yaml")))
     assert r.code == 0, r.err
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
     monkeypatch.setenv("FLEETCTL_K8S_TOKEN", TOKEN)
-    r = lab_up(cli, monkeypatch, *lab_db_args, "--power-transition", "0.3", "--firmware-time", "1.5", "--install-time", "3",
-               "--os-boot-time", "0.5", *serve(TYO + OSA))  # fmt: skip
+    r = lab_up(cli, monkeypatch, *lab_db_args, *lab_timings, *serve(TYO + OSA))
     assert r.code == 0, r.err
     yield lab_doc(tmp_path / "lab")
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
@@ -265,3 +270,99 @@ def test_provision_through_temporal_with_workers_of_two_sites(lab, cli, temporal
     code, doc = _provision(cli, *names)
     assert code == 0 and {r["result"] for r in doc["servers"]} == {"skipped"}
 
+
+
+def _running(server: str, step: str) -> bool:
+    """Whether the journal has the server's step running now."""
+    eng = selected_engine()
+    try:
+        with eng.connect() as c:
+            q = ("SELECT count(*) FROM job_step JOIN server ON server.id = job_step.server_id "
+                 "WHERE server.name = :n AND job_step.name = :s AND job_step.state = 'running'")  # fmt: skip
+            return bool(c.execute(text(q), {"n": server, "s": f"provision.{step}"}).scalar())
+    finally:
+        eng.dispose()
+
+
+def _wait_for(what: Any, timeout: float, why: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, f"timed out waiting for {why}"
+        time.sleep(0.1)
+
+
+async def _worker_of(address: str, server: str) -> int | None:
+    """The pid of the worker running the server's current activity (None: none running)."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    desc = await client.get_workflow_handle(f"provision:{server}").describe()
+    for act in desc.raw_description.pending_activities:
+        if act.last_worker_identity:
+            return int(act.last_worker_identity.partition("@")[0])
+    return None
+
+
+def _start_provision(tmp_path: Path, *names: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(BIN / "fleetctl"), "provision", *names, *FAST, "--output", "json"], env=dict(os.environ),
+                            stdout=subprocess.PIPE, stderr=open(tmp_path / "provision.err", "w"), text=True)
+
+
+def _finish(proc: subprocess.Popen[str], tmp_path: Path, workers: Workers) -> tuple[int, dict[str, Any]]:
+    try:
+        out, _ = proc.communicate(timeout=420)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(workers.logs()) from None
+    assert out.strip(), (tmp_path / "provision.err").read_text() + workers.logs()
+    return proc.returncode, json.loads(out)
+
+
+SLOW_BOOT = ["--power-transition", "2", "--firmware-time", "1.5", "--install-time", "3", "--os-boot-time", "0.5"]
+
+
+@pytest.mark.parametrize("lab_timings", [SLOW_BOOT])
+def test_a_worker_killed_mid_firmware_boot_and_ansible_the_run_finishes_elsewhere(lab, temporal, workers, tmp_path):  # type: ignore[no-untyped-def]
+    workers.start("a", "tyo1")
+    workers.start("b", "tyo1")
+    workers.wait_ready()
+    proc = _start_provision(tmp_path, *TYO)
+    killed = []
+    for i, (server, step) in enumerate((("gpu-tyo1-r12-17", "firmware"), ("mn-tyo1-r12-01", "boot"), ("mn-tyo1-r12-02", "ansible"))):
+        _wait_for(lambda s=server, st=step: _running(s, st), 180, f"{server} {step}")  # type: ignore[misc]
+        pid = None
+        deadline = time.monotonic() + 10
+        while pid is None and time.monotonic() < deadline:
+            pid = asyncio.run(_worker_of(temporal.address, server))
+        assert pid is not None, (server, step)
+        os.kill(pid, signal.SIGKILL)  # mid-step: no chance to report anything
+        killed.append((server, step, pid))
+        workers.start(f"spare-{i}", "tyo1")  # two workers of the site again
+    code, doc = _finish(proc, tmp_path, workers)
+    rows = {r["server"]: r for r in doc["servers"]}
+    assert code == 0, (rows, killed)
+    for n in TYO:
+        assert rows[n]["result"] == "ready", rows[n]
+        c = counters(lab, n)
+        # Powered once, booted from PXE once, installed once: the resumed boot asked the BMC instead of powering again.
+        assert c["power_on"] + c["power_cycle"] == 1, (n, c["power_on"], c["power_cycle"], killed)
+        assert [b["source"] for b in c["boot_log"]] == ["Pxe"], c["boot_log"]
+    gpu = counters(lab, "gpu-tyo1-r12-17")
+    assert gpu["firmware_flashes"] == 8 and gpu["firmware_failures"] == 0, gpu  # 8 vbios, each flashed once
+    assert set(v for k, v in gpu["firmware"].items() if "vbios" in k) == {"92.00.45.00.03"}
+
+
+def test_the_temporal_server_restarted_mid_run_the_run_finishes(lab, temporal, workers, tmp_path):  # type: ignore[no-untyped-def]
+    workers.start("a", "tyo1")
+    workers.wait_ready()
+    proc = _start_provision(tmp_path, *TYO)
+    _wait_for(lambda: _running("gpu-tyo1-r12-17", "firmware"), 180, "the firmware step")
+    temporal.stop()
+    time.sleep(3)
+    temporal.start()
+    code, doc = _finish(proc, tmp_path, workers)
+    rows = {r["server"]: r for r in doc["servers"]}
+    assert code == 0, rows
+    assert {rows[n]["result"] for n in TYO} == {"ready"}
+    assert all(counters(lab, n)["power_on"] == 1 for n in TYO)
+    assert counters(lab, "gpu-tyo1-r12-17")["firmware_flashes"] == 8
