@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import HealthCheck, Phase, example, given, note, settings
 from hypothesis import strategies as st
 from invtest_sites import line_of
 
@@ -41,7 +41,7 @@ SITE = EXAMPLE.read_text(encoding="utf-8")
 LINES = SITE.splitlines(keepends=True)
 
 FUZZ = settings(
-    max_examples=30,
+    max_examples=15,
     deadline=None,
     derandomize=True,
     database=None,
@@ -175,6 +175,26 @@ MUTATIONS = {
 SITE_MUTATIONS = st.one_of(*(st.tuples(st.just(kind), strategy) for kind, strategy in MUTATIONS.items()))
 
 
+def _first(key: str) -> int:
+    return next(i for i in KEY_LINES if _KEY_LINE.match(LINES[i].rstrip("\n"))["key"] == key)  # type: ignore[index]
+
+
+# One fixed case of each kind, run first (Hypothesis's explicit phase): every
+# kind is tried on every run, whatever the generated cases turn out to be.
+_RAW = SITE.encode()
+EXPLICIT = [
+    ("delete a required key", _with_line(REQUIRED_LINES[len(REQUIRED_LINES) // 2], None)),
+    ("wrong type", _set_value(_first("position"), "two")),
+    ("duplicate name", _set_value(_key_lines({"serial"})[1], _KEY_LINE.match(LINES[_key_lines({"serial"})[0]].rstrip())["value"])),  # type: ignore[index]
+    ("unknown key", "".join([*LINES[:_first("position") + 1], "      colour: red\n", *LINES[_first("position") + 1:]])),
+    ("bad reference", _set_value(_first("bios_profile"), "nosuch")),
+    ("truncated", SITE[: len(SITE) // 2]),
+    ("random unicode", SITE[:5000] + "\u2028\u00e9\U0001f600\ufeff" + SITE[5000:]),
+    ("deep nesting", _set_value(_first("position"), "[" * 3000 + "1" + "]" * 3000)),
+    ("garbage bytes", _RAW[:1000] + b"\xff\xfe\x00\x80" + _RAW[1000:]),
+]
+
+
 def _assert_refused(r, what: str) -> None:  # type: ignore[no-untyped-def]
     """Exit 2, one line ``error: ...`` naming ``what`` (a file:line, or the argument), no traceback."""
     assert r.code == 2, (r.code, r.out, r.err)
@@ -209,8 +229,18 @@ def example_store(cli, export):  # type: ignore[no-untyped-def]
 
 
 # No shrinking: a case is a 40 kB file, and `note` already says what it was and what the CLI said.
-@settings(FUZZ, max_examples=30, phases=[Phase.explicit, Phase.generate])
+# max_examples counts the generated cases; the explicit ones come on top.
+@settings(FUZZ, max_examples=16, phases=[Phase.explicit, Phase.generate])
 @given(case=SITE_MUTATIONS)
+@example(case=EXPLICIT[0])
+@example(case=EXPLICIT[1])
+@example(case=EXPLICIT[2])
+@example(case=EXPLICIT[3])
+@example(case=EXPLICIT[4])
+@example(case=EXPLICIT[5])
+@example(case=EXPLICIT[6])
+@example(case=EXPLICIT[7])
+@example(case=EXPLICIT[8])
 def test_a_broken_site_file_is_refused_with_file_and_line(example_store, cli, export, tmp_path, case) -> None:  # type: ignore[no-untyped-def]
     kind, mutated = case
     _count("site files")
