@@ -340,7 +340,12 @@ class BMCLab:
             await asyncio.sleep(float(lat) / 1000.0)
         if faults.get("hang"):
             bmc.counters.faults_served += 1
+            # Until the fault is cleared, or the client gave up (aiohttp does not cancel a handler whose
+            # client left): a run over many hung BMCs must not leave a poller per abandoned request.
             while bmc.faults.get("hang") and not self._stopping:
+                tr = request.transport
+                if tr is None or tr.is_closing():
+                    raise asyncio.CancelledError
                 await asyncio.sleep(0.05)
         drop = faults.get("drop")
         if drop and (drop is True or self._rng.random() < float(drop)):
