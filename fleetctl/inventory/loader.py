@@ -88,7 +88,10 @@ class _Scalars(yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
 # servers (`<<: *defaults`) stay well below it.
 ALIAS_LIMIT = 1_000_000
 ALIAS_RATIO = 10
-_MERGE = "<<"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+# A plain `<<` in a mapping's key position is YAML's merge key; a quoted
+# '<<' is the text, and stays a key of its own (which the schema refuses).
+_MERGE_KEY = object()
 
 _STR = "tag:yaml.org,2002:str"
 _KNOWN = {
@@ -161,7 +164,7 @@ def _build(text: str, source: Source) -> Any:
         else:
             key = frame[2]
             frame[2] = missing
-            if key == _MERGE and isinstance(container, dict):  # YAML merge key
+            if key is _MERGE_KEY:  # YAML merge key
                 merge(frame, value, mark)
                 return
             if key in frame[5]:  # an explicit key overrides a merged one
@@ -184,8 +187,10 @@ def _build(text: str, source: Source) -> Any:
             tag = ev.tag
             if tag is None or tag == "!":
                 tag = _STR if ev.style or not ev.implicit[0] else resolve(yaml.ScalarNode, value, ev.implicit)
+                if tag == _MERGE_TAG and stack and isinstance(stack[-1][0], dict) and stack[-1][2] is missing:
+                    value = _MERGE_KEY  # handled in add()
                 # Timestamps stay strings (a firmware version like 2024-01-02
-                # is a name, not a date); '<<' is a merge key, handled in add().
+                # is a name, not a date).
                 if tag not in _KNOWN:
                     tag = _STR
             else:

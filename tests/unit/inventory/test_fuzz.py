@@ -565,6 +565,9 @@ ALIAS_LINE_CASES = [
      ("<<: *vendor", 1), None, "a merge key '<<' takes a mapping"),
     ("recursive-alias", lambda t: t.replace("    vlans: *vlans\n", "    vlans: &loop [1, *loop]\n"),
      ("&loop", 1), None, "inside the node it names"),
+    # Only a plain << merges: a quoted one is a key like any other (unknown), so cabling[1] has no switch.
+    ("quoted-merge-key", lambda t: t.replace("  - <<: *cable\n", "  - '<<': *cable\n"),
+     ("'<<': *cable", 1), "cabling[1].switch", "missing required field 'switch' (and 1 more problem)"),
     ("unknown-alias", lambda t: t.replace("    vlans: *vlans\n", "    vlans: *nosuch\n"), ("*nosuch", 1), None, "unknown alias *nosuch"),
 ]  # fmt: skip
 
