@@ -252,6 +252,10 @@ def reset_engines() -> None:
         _engines.clear()
 
 
+# Any fixed number (not the migration's, not write_transaction's): the PostgreSQL advisory lock short writers queue on.
+_SHORT_WRITE_LOCK = 7461233
+
+
 @contextmanager
 def immediate(engine: Any) -> Iterator[Connection]:
     """A short write transaction on one row or a few (journal, state, locks).
@@ -259,13 +263,21 @@ def immediate(engine: Any) -> Iterator[Connection]:
     On SQLite it starts with BEGIN IMMEDIATE: a deferred transaction that
     reads and then writes fails at once ("database is locked", no busy wait)
     when another process wrote in between, which several provisioning
-    processes do all the time. Elsewhere a plain transaction: row locks and
-    compare-and-set suffice, no inventory-wide lock is taken.
+    processes do all the time. On PostgreSQL it first takes a transaction's
+    advisory lock, so these short writers also run one at a time: a
+    read-then-write (a sweep replacing a target's open findings and cursor)
+    would otherwise race another process's and fail on a duplicate key, as
+    two sweeps over one server did. Inventory-wide writers
+    (:func:`write_transaction`) and migrations queue on locks of their own.
     """
     with engine.connect() as conn:
         if engine.dialect.name == "sqlite":
             conn = conn.execution_options(fleetctl_immediate=True)
         with conn.begin():
+            if engine.dialect.name == "postgresql":
+                from sqlalchemy import text
+
+                conn.execute(text(f"SELECT pg_advisory_xact_lock({_SHORT_WRITE_LOCK})"))
             yield conn
 
 
