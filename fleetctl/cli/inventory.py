@@ -25,16 +25,20 @@ class PlanFormat(StrEnum):
 
 @app.command("import")
 def import_(
-    path: Annotated[Path, typer.Argument(help="A site file, or a folder of them.")],
+    path: Annotated[str, typer.Argument(help="A site file, or a folder of them.")],
     dry_run: DryRunOpt = False,
     reason: ReasonOpt = None,
     output: Annotated[PlanFormat, typer.Option("--output", "-o", help="table, json or yaml.")] = PlanFormat.table,
 ) -> None:
     """Import site files, all or nothing; importing the same files again changes nothing."""
     from fleetctl.cli.common import show_plan
+    from fleetctl.errors import InputError
     from fleetctl.inventory.service import import_path
 
-    plan = import_path(path, dry_run=dry_run, reason=reason)
+    # Read as text: an empty PATH would become "." as a Path, importing every YAML file below the working folder.
+    if not path.strip():
+        raise InputError("PATH is empty: give a site file or a folder of them", field="PATH")
+    plan = import_path(Path(path), dry_run=dry_run, reason=reason)
     show_plan(plan, Format(output.value), dry_run=dry_run)
 
 

@@ -313,3 +313,10 @@ def test_provision_dry_run_renders_the_firmware_template():
     plan = seen["plan"]
     assert plan["firmware"] == ["BMC 1.0 -> 1.1"]  # type: ignore[index]
     assert plan["firmware_images"] == ["https://fw.lab1.example/fw/BMC/BMC-1.1.bin"]  # type: ignore[index]
+
+
+def test_an_empty_import_path_is_refused_not_read_as_the_working_folder(cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "site.yaml").write_text("not: a site\n")  # would be read if "" meant "."
+    r = cli("inventory", "import", "")
+    assert r.code == 2 and "PATH is empty" in r.err, r.err
