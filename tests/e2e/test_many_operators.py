@@ -42,8 +42,8 @@ SWEEPS = [[MN[0], MN[1], GPU[0]], [*MN, *GPU], [MN[2], MN[3], GPU[1]]]
 HOLDER = re.compile(r"locked by [^\s:]+:[^\s:]+:\d+ since \d{4}-\d\d-\d\dT\S+ for (provision|firmware update)\b")
 NEVER = ("database is locked", "Traceback", "internal error", "could not serialize", "deadlock detected")
 
-pytestmark = [
-    pytest.mark.slow,
+pytestmark = pytest.mark.slow
+needs_ansible = [
     pytest.mark.skipif(shutil.which("ssh") is None, reason="the ssh client (openssh-client) is needed: "
                        "Ansible reaches the lab hosts over SSH"),
     pytest.mark.skipif(not (Path(sys.executable).parent / "ansible-playbook").exists(), reason="ansible-playbook (ansible-core) is not "
@@ -89,6 +89,8 @@ def _journal() -> tuple[list[Any], list[Any], list[Any]]:
     return jobs, steps, sweeps
 
 
+@needs_ansible[0]
+@needs_ansible[1]
 @pytest.mark.parametrize("db_url", ["sqlite", "postgres"], indirect=True)
 def test_eight_processes_on_overlapping_servers_work_each_server_once(lab, cli, db_url):  # type: ignore[no-untyped-def]
     env = dict(os.environ)
@@ -199,3 +201,47 @@ def test_eight_processes_on_overlapping_servers_work_each_server_once(lab, cli, 
     for n in GPU:
         c = counters(lab, n)
         assert c["firmware_failures"] == 0 and set(c["firmware_by_component"].values()) <= {1}, (n, c["firmware_by_component"])
+
+
+@pytest.mark.parametrize("db_url", ["sqlite", "postgres"], indirect=True)
+def test_sweeps_of_the_same_servers_at_once_each_store_their_findings(example_loaded):  # type: ignore[no-untyped-def]
+    # Four sweeps write the same servers' findings and cursors at the same instant (a barrier before each
+    # flush), three times over. On PostgreSQL the replace of a target's open findings (read, delete, insert)
+    # raced and one sweep failed on a duplicate key of finding_state; now every sweep finishes.
+    import asyncio
+
+    from sqlalchemy import func, select
+
+    from fleetctl.store import get_engine
+    from fleetctl.store import tables as T
+    from fleetctl.sweep.engine import TargetVerdict, run
+    from fleetctl.sweep.model import Finding, Status
+
+    sweeps, rounds = 4, 3
+    barrier = threading.Barrier(sweeps)
+    errors: list[str] = []
+
+    def one(i: int) -> None:
+        async def collect(rec: Any) -> None:
+            for n in MN[:2]:
+                found = Finding("server", n, "psu", Status.WARNING, "PSU 1 lost its input", "psu1", {})
+                rec.add(TargetVerdict("server", n, Status.WARNING, [found]), {"sweep": i})
+            await asyncio.to_thread(barrier.wait, 30)
+
+        for _ in range(rounds):
+            try:
+                run([], [], selector=" ".join(MN[:2]), collect=collect)
+            except Exception as e:  # noqa: BLE001 - every sweep's failure is collected and shown
+                errors.append(f"{type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(sweeps)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    with get_engine().connect() as c:
+        states = c.execute(select(T.sweep_run.c.state, func.count()).group_by(T.sweep_run.c.state)).all()
+        open_now = c.execute(select(T.finding_state.c.target, T.finding_state.c.check, T.finding_state.c.subject)).all()
+    assert dict(states) == {"finished": sweeps * rounds}, states
+    assert sorted(open_now) == [(n, "psu", "psu1") for n in MN[:2]], open_now
