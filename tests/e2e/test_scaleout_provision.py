@@ -9,32 +9,25 @@ in the store (the journal) and in Temporal (which worker ran each activity; what
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from sqlalchemy import text
-from tests_helpers_bmc import counters, lab_doc, lab_up, selected_engine, serve  # (path set in conftest)
+from tests_helpers_bmc import counters, selected_engine  # (path set in conftest)
 
 pytest.importorskip("temporalio", reason="the scale-out engine's SDK (pip install 'fleetctl[temporal]')")
 
-BIN = Path(sys.executable).parent
-TEMPORAL = shutil.which("temporal") or (str(BIN / "temporal") if (BIN / "temporal").exists() else None)
-REPO = Path(__file__).resolve().parents[2]
-TOKEN = "abcdef.0123456789abcdef"
-FAST = ["--poll", "0.3", "--stagger", "0.3", "--ansible-window", "2"]
-TYO = ["mn-tyo1-r12-01", "mn-tyo1-r12-02", "gpu-tyo1-r12-17"]
-OSA = ["mn-osa1-r12-01", "gpu-osa1-r12-17"]
+import scaleout_helpers as h  # (path set in conftest)
+from scaleout_helpers import BIN, FAST, OSA, TEMPORAL, TOKEN, TYO, Workers
+
+lab, lab_timings, temporal, workers = h.lab, h.lab_timings, h.temporal, h.workers  # the fixtures
 
 pytestmark = [
     pytest.mark.slow,
@@ -44,154 +37,6 @@ pytestmark = [
     pytest.mark.skipif(not (BIN / "ansible-playbook").exists(), reason="ansible-playbook is not installed beside this Python"),
     pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class TemporalServer:
-    """Temporal's dev server on 127.0.0.1, its state in a file (so it can be restarted mid-run)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.port = _free_port()
-        self.db = folder / "temporal.db"
-        self.log = folder / "temporal.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        assert TEMPORAL is not None
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([TEMPORAL, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(self.port),
-                                          "--http-port", str(_free_port()), "--metrics-port", str(_free_port()),
-                                          "--db-filename", str(self.db)], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise AssertionError(f"the Temporal dev server did not serve within 30 s: {self.log.read_text()[-2000:]}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-@pytest.fixture
-def temporal(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
-    server = TemporalServer(tmp_path)
-    server.start()
-    monkeypatch.setenv("FLEETCTL_TEMPORAL", server.address)
-    monkeypatch.setenv("FLEETCTL_TEMPORAL_HEARTBEAT", "2")
-    yield server
-    server.stop()
-
-
-def two_sites(path: Path) -> Path:
-    """The example's site file plus osa1: a copy of tyo1 with its own names, serials and MACs."""
-    doc = yaml.safe_load((REPO / "inventory" / "site-tyo1.yaml").read_text())
-    other = yaml.safe_load(yaml.safe_dump(copy.deepcopy(doc["sites"][0])).replace("tyo1", "osa1").replace("10.201.", "10.202."))
-
-    def walk(x: Any) -> None:
-        if isinstance(x, dict):
-            for k, v in list(x.items()):
-                if k == "serial" and isinstance(v, str):
-                    x[k] = "O" + v
-                elif k == "mac" and isinstance(v, str):
-                    x[k] = "06" + v[2:]
-                else:
-                    walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-
-    walk(other)
-    other["description"] = "Osaka 1 (the scale-out tests' second site)"
-    doc["sites"].append(other)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-@pytest.fixture
-def lab_timings() -> list[str]:
-    """The lab's timings (a test parametrizes this to slow a device down)."""
-    return ["--power-transition", "0.3", "--firmware-time", "1.5", "--install-time", "3", "--os-boot-time", "0.5"]
-
-
-@pytest.fixture
-def lab(db_url, cli, tmp_path, monkeypatch, lab_db_args, lab_timings):  # type: ignore[no-untyped-def]
-    r = cli("inventory", "import", str(two_sites(tmp_path / "sites.yaml")))
-    assert r.code == 0, r.err
-    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
-    monkeypatch.setenv("FLEETCTL_K8S_TOKEN", TOKEN)
-    r = lab_up(cli, monkeypatch, *lab_db_args, *lab_timings, *serve(TYO + OSA))
-    assert r.code == 0, r.err
-    yield lab_doc(tmp_path / "lab")
-    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
-    assert cli("lab", "down").code == 0
-
-
-class Workers:
-    """`fleetctl worker` processes, each with its own data folder; their identities in Temporal are PID@HOST."""
-
-    def __init__(self, folder: Path, address: str) -> None:
-        self.folder = folder
-        self.address = address
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}  # name -> process
-        self.site: dict[int, str] = {}  # pid -> site
-
-    def start(self, name: str, site: str) -> subprocess.Popen[bytes]:
-        env = {**os.environ, "FLEETCTL_DATA_DIR": str(self.folder / name)}
-        env.pop("FLEETCTL_TEMPORAL", None)  # the flag says where; the setting is the commands'
-        log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - the process writes it until it stops
-        proc = subprocess.Popen([str(BIN / "fleetctl"), "worker", "--site", site, "--temporal", self.address], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-        self.procs[name] = proc
-        self.site[proc.pid] = site
-        return proc
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        for name in self.procs:
-            log = self.folder / f"{name}.log"
-            while "task queues" not in log.read_text(errors="replace"):
-                assert self.procs[name].poll() is None, log.read_text()
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.2)
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {n}\n" + (self.folder / f"{n}.log").read_text(errors="replace")[-3000:] for n in self.procs)
-
-
-@pytest.fixture
-def workers(temporal, tmp_path):  # type: ignore[no-untyped-def]
-    w = Workers(tmp_path, temporal.address)
-    yield w
-    w.stop()
 
 
 def _provision(cli, *args: str) -> tuple[int, dict[str, Any]]:  # type: ignore[no-untyped-def]
