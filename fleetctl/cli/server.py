@@ -62,8 +62,10 @@ def add(
     name: str,
     rack: Annotated[str, typer.Option(help="The rack (rack-12 or site/rack-12).")],
     position: Annotated[int, typer.Option(help="Lowest rack unit it occupies.", min=1)],
-    model: Annotated[str, typer.Option(help="Hardware model name.")],
-    serial: Annotated[str, typer.Option(help="Chassis serial number.")],
+    model: Annotated[
+        str | None, typer.Option(help="Hardware model name; without it (and --bmc), `server inspect` fills it from the BMC.")
+    ] = None,
+    serial: Annotated[str | None, typer.Option(help="Chassis serial number; without it, `server inspect` reads it from the BMC.")] = None,
     bmc: Annotated[str | None, typer.Option(help="BMC URL (https://...).")] = None,
     credential: Annotated[str | None, typer.Option(help="env:PREFIX, file:/ABS/PATH or cmd:NAME (see docs/security.md).")] = None,
     system_id: Annotated[str | None, typer.Option(help="Redfish system id where the BMC serves several.")] = None,
@@ -72,18 +74,31 @@ def add(
     dry_run: DryRunOpt = False,
     reason: ReasonOpt = None,
 ) -> None:
-    """Add a server to a rack."""
+    """Add a server to a rack.
+
+    Given only its BMC (--bmc and --credential), the server is enrolled with
+    the model `unidentified` and the serial UNKNOWN-NAME; `fleetctl server
+    inspect NAME` then reads both from the BMC and fills them in.
+    """
     from fleetctl.cli.common import show_plan
+    from fleetctl.errors import InputError
     from fleetctl.inventory import edits
     from fleetctl.inventory.schema import ServerSpec
     from fleetctl.inventory.service import edit_site
 
+    if (model is None or serial is None) and not (bmc and credential):
+        missing = " and ".join(f"--{o}" for o, v in (("model", model), ("serial", serial)) if v is None)
+        raise InputError(f"give {missing}, or --bmc and --credential so that `server inspect` can read it from the BMC",
+                         field="--model" if model is None else "--serial")  # fmt: skip
     site_name, rack_name = edits.site_of_rack(rack)
 
     def mutate(doc) -> None:  # type: ignore[no-untyped-def]
+        if model is None:
+            edits.ensure_unidentified_model(doc)
         spec = ServerSpec.model_validate(
             {
-                "name": name, "serial": serial, "model": model, "position": position, "bmc": bmc,
+                "name": name, "serial": serial if serial is not None else edits.placeholder_serial(name),
+                "model": model if model is not None else edits.UNIDENTIFIED_MODEL, "position": position, "bmc": bmc,
                 "credential": credential, "system_id": system_id,
                 "nics": [edits.parse_nic(n) for n in nic or []], "tags": tag or [],
             }  # fmt: skip
@@ -92,6 +107,8 @@ def add(
 
     plan = edit_site(site_name, mutate, action="server.add", dry_run=dry_run, reason=reason)
     show_plan(plan, dry_run=dry_run)
+    if (model is None or serial is None) and not dry_run:
+        typer.echo(f"next: fleetctl server inspect {name} --dry-run   # reads the model and serial from its BMC", err=True)
 
 
 @app.command("set")
@@ -169,13 +186,17 @@ def remove(
 def inspect(
     targets: Annotated[list[str], typer.Argument(help="Servers, racks, sites, selectors (state=, tag=, model=) or all.")],
     accept: Annotated[bool, typer.Option("--accept", help="Take the BMC's view where it disagrees with the inventory.")] = False,
+    dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
 ) -> None:
     """Read each server's facts from its BMC into the inventory; report drift.
 
     Boards found fill a server that declares none; MACs fill declared NICs
-    that have none. Where the BMC disagrees with what was declared, the drift
-    is reported (exit code 1) and the inventory keeps its data, unless --accept.
+    that have none; a server enrolled by its BMC alone gets its serial and its
+    model (a declared model matching the BMC's manufacturer and model, or a new
+    one). Where the BMC disagrees with what was declared, the drift is reported
+    (exit code 1) and the inventory keeps its data, unless --accept. With
+    --dry-run the BMCs are read and the plan shown; nothing is written.
     """
     from fleetctl.cli.bmcrun import resolve, run_with_progress, tally
     from fleetctl.cli.output import emit
@@ -186,8 +207,8 @@ def inspect(
     async def op(bmc):  # type: ignore[no-untyped-def]
         return await bmc.inventory.facts()
 
-    outcomes = run_with_progress(servers, op, kind="inspect", targets=targets, args={"accept": accept}, output=output)
-    found = {r.server: r for r in reconcile({o.server: o.value for o in outcomes if o.ok}, accept=accept)}
+    outcomes = run_with_progress(servers, op, kind="inspect", targets=targets, args={"accept": accept, "dry_run": dry_run}, output=output)
+    found = {r.server: r for r in reconcile({o.server: o.value for o in outcomes if o.ok}, accept=accept, dry_run=dry_run)}
     rows = []
     for o in outcomes:
         r = found.get(o.server)
@@ -196,6 +217,7 @@ def inspect(
             "server": o.server, "ok": o.ok,
             "serial": f.serial if f else None, "power": str(f.power_state or "") if f else None,
             "boards": (f"{r.boards_found}/{r.boards_expected}" if r.boards_expected is not None else str(r.boards_found)) if r else None,
+            "model": r.model if r else None, "new_model": r.new_model if r else None,
             "drift": r.drift if r else [], "filled": r.filled if r else [], "accepted": r.accepted if r else [],
             "error": o.error,
         } | ({"facts": f.model_dump(mode="json")} if f and output != Format.table else {}))  # fmt: skip
@@ -205,6 +227,8 @@ def inspect(
              columns=["server", "ok", "serial", "power", "boards", "drift", "filled", "accepted", "error"],
              styles={"ok": lambda v: "green" if v else "bold red", "drift": lambda v: None if v in ("none", "") else "yellow"})  # fmt: skip
         tally(outcomes, output, problems=sum(1 for r in rows if r["drift"]), what="with drift")
+        if dry_run and any(r["filled"] or r["accepted"] for r in rows):
+            typer.echo("dry run: the BMCs were read, nothing was written (filled/accepted: what inspection would do)")
     else:
         emit(rows, output)
     if any(not o.ok for o in outcomes) or any(r["drift"] and not accept for r in rows):

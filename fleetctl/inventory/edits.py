@@ -104,3 +104,29 @@ def drop_cables_of(doc: SiteFile, *, server: str | None = None, switch: str | No
         if not ((server and c.server == server) or (switch and switch in (c.switch, c.peer)))
     ]
     return before - len(site.cabling)
+
+
+# A server enrolled by its BMC alone (`server add NAME --bmc URL --credential
+# REF`, as Ironic enrolls a node with a driver and its BMC address) has no model
+# and no serial yet: it gets these placeholders, which `server inspect` replaces
+# with what the BMC reports. Placeholders rather than NULL columns: every
+# listing, selector and target resolution joins a server to its model, and the
+# site files stay importable as they are exported.
+UNIDENTIFIED_MODEL = "unidentified"
+
+
+def placeholder_serial(server: str) -> str:
+    """The serial of a server enrolled without one, until inspection reads it."""
+    return f"UNKNOWN-{server}"
+
+
+def is_placeholder_serial(server: str, serial: str | None) -> bool:
+    return serial == placeholder_serial(server)
+
+
+def ensure_unidentified_model(doc: SiteFile) -> None:
+    """Declare the placeholder model (a 1U server holding no boards) if the inventory does not yet."""
+    from fleetctl.inventory.schema import ModelSpec
+
+    if not any(m.name == UNIDENTIFIED_MODEL for m in doc.models):
+        doc.models.append(ModelSpec(name=UNIDENTIFIED_MODEL, kind="server", vendor="unknown", model="unknown", height=1))

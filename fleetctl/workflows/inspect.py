@@ -8,10 +8,18 @@ without a MAC takes the MAC the BMC reports under the same name. With
 ``accept`` the BMC's view replaces the declared one. Changes go through the
 same checks as an import (service.edit_site), so inspection can never make an
 inventory an import would refuse.
+
+A server enrolled by its BMC alone (``server add NAME --bmc URL --credential
+REF``) carries the placeholders of ``inventory.edits``: the model
+``unidentified`` and the serial ``UNKNOWN-NAME``. Inspection fills both: the
+serial as the BMC reports it, the model by matching the BMC's manufacturer and
+model against the declared hardware models (``match_model``), or, where none
+matches, a new model declared from what the BMC reports.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +34,79 @@ class Reconciled:
     accepted: list[str] = field(default_factory=list)
     boards_found: int = 0
     boards_expected: int | None = None
+    # For a server enrolled without a model: the declared model it was matched to, or the new one proposed.
+    model: str | None = None
+    new_model: dict[str, Any] | None = None
+
+
+# Words a BMC's Manufacturer carries that a site file's vendor may leave out
+# (Dell Inc. / Dell, Super Micro Computer, Inc. / Supermicro).
+_CORPORATE = frozenset({"inc", "corp", "corporation", "co", "ltd", "limited", "llc", "gmbh", "ag", "sa", "computer", "company"})
+
+
+def _words(text: str) -> list[str]:
+    return re.sub(r"[^a-z0-9]+", " ", text.casefold()).split()
+
+
+def same_vendor(declared: str, reported: str) -> bool:
+    """Whether a declared vendor and a BMC's Manufacturer name the same maker (case, punctuation, Inc. ignored)."""
+    a = "".join(w for w in _words(declared) if w not in _CORPORATE)
+    b = "".join(w for w in _words(reported) if w not in _CORPORATE)
+    return bool(a) and a == b
+
+
+def same_model(declared: str, reported: str) -> bool:
+    """Whether a declared model string and a BMC's Model are the same (case, spaces, punctuation ignored)."""
+    a, b = "".join(_words(declared)), "".join(_words(reported))
+    return bool(a) and a == b
+
+
+@dataclass
+class ModelMatch:
+    """What a BMC's manufacturer and model say about a server's hardware model.
+
+    ``name``: the one declared model that matches; ``new``: a model to declare
+    (nothing matched); ``problem``: why neither (several match, the BMC says nothing).
+    """
+
+    name: str | None = None
+    new: dict[str, Any] | None = None
+    problem: str | None = None
+
+
+def match_model(manufacturer: str | None, model: str | None, models: list[Any], *, boards: list[Any] | None = None) -> ModelMatch:
+    """Match a BMC's Manufacturer and Model against the declared server models (``ModelSpec``).
+
+    A declared model matches when its model string is the BMC's (case, spaces
+    and punctuation aside) and, where the BMC names a manufacturer, its vendor
+    is that manufacturer. No match: a new model is proposed from the BMC's
+    words (1U until someone says otherwise; the boards it found, of one kind).
+    """
+    from fleetctl.inventory.edits import UNIDENTIFIED_MODEL
+
+    reported = (model or "").strip()
+    maker = (manufacturer or "").strip()
+    if not reported:
+        return ModelMatch(problem="the BMC reports no model")
+    found = [m for m in models if m.kind == "server" and m.name != UNIDENTIFIED_MODEL and same_model(m.model, reported)
+             and (not maker or same_vendor(m.vendor, maker))]  # fmt: skip
+    if len(found) == 1:
+        return ModelMatch(name=found[0].name)
+    if found:
+        names = ", ".join(sorted(m.name for m in found))
+        return ModelMatch(problem=f"the BMC reports {maker} {reported}, which models {names} all declare; "
+                                  "set one with `fleetctl server set NAME --model`")  # fmt: skip
+    base = "-".join(_words(f"{maker} {reported}"))[:63].strip("-") or "model"
+    taken = {m.name for m in models}
+    name, n = base, 2
+    while name in taken:
+        suffix = f"-{n}"
+        name, n = base[: 63 - len(suffix)] + suffix, n + 1
+    new: dict[str, Any] = {"name": name, "kind": "server", "vendor": maker or "unknown", "model": reported, "height": 1}
+    kinds = {b.kind for b in boards or []}
+    if len(kinds) == 1:
+        new["boards"] = {"kind": kinds.pop(), "count": len(boards or [])}
+    return ModelMatch(new=new)
 
 
 def _slot(value: Any, fallback: int) -> int:
@@ -35,17 +116,43 @@ def _slot(value: Any, fallback: int) -> int:
         return fallback
 
 
-def compare(declared: Any, model: Any, facts: Any) -> tuple[Reconciled, dict[str, Any]]:
+def compare(declared: Any, model: Any, facts: Any, models: list[Any] | None = None) -> tuple[Reconciled, dict[str, Any]]:
     """Drift between a declared ServerSpec and the BMC's SystemFacts, and the edits to make.
 
     Returns the findings and ``edits``: ``boards`` (list of BoardSpec dicts to
-    set, or None) and ``macs`` ({nic: mac} to fill), ``serial`` (to accept).
+    set, or None) and ``macs`` ({nic: mac} to fill), ``serial`` (to accept),
+    ``fill_serial`` (for a placeholder serial), ``model`` and ``new_model`` (for
+    the placeholder model, matched against ``models`` when they are given).
     """
+    from fleetctl.inventory.edits import UNIDENTIFIED_MODEL, is_placeholder_serial
+
     r = Reconciled(declared.name)
-    edits: dict[str, Any] = {"boards": None, "macs": {}, "serial": None, "accept_macs": {}}
-    if facts.serial and facts.serial.strip() and facts.serial.strip() != declared.serial:
-        r.drift.append(f"serial: declared {declared.serial}, BMC reports {facts.serial.strip()}")
-        edits["serial"] = facts.serial.strip()
+    edits: dict[str, Any] = {"boards": None, "macs": {}, "serial": None, "accept_macs": {}, "fill_serial": None,
+                             "model": None, "new_model": None}  # fmt: skip
+    reported_serial = (facts.serial or "").strip()
+    if is_placeholder_serial(declared.name, declared.serial):
+        # Enrolled by its BMC alone: the serial is filled, not drift.
+        if reported_serial:
+            edits["fill_serial"] = reported_serial
+            r.filled.append(f"serial {reported_serial}")
+        else:
+            r.drift.append("serial: not declared, and the BMC reports none")
+    elif reported_serial and reported_serial != declared.serial:
+        r.drift.append(f"serial: declared {declared.serial}, BMC reports {reported_serial}")
+        edits["serial"] = reported_serial
+    if declared.model == UNIDENTIFIED_MODEL and models is not None:
+        m = match_model(facts.manufacturer, facts.model, models, boards=list(facts.boards))
+        if m.problem:
+            r.drift.append(f"model: {m.problem}")
+        elif m.name:
+            edits["model"] = r.model = m.name
+            model = next(x for x in models if x.name == m.name)
+            r.filled.append(f"model {m.name}")
+        elif m.new:
+            edits["model"] = r.model = m.new["name"]
+            edits["new_model"] = r.new_model = m.new
+            model = None
+            r.filled.append(f"model {m.new['name']} (new: {m.new['vendor']} {m.new['model']}, {m.new['height']}U assumed)")
 
     found = [b for b in facts.boards]
     r.boards_found = len(found)
@@ -87,8 +194,12 @@ def compare(declared: Any, model: Any, facts: Any) -> tuple[Reconciled, dict[str
     return r, edits
 
 
-def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str | None = None) -> list[Reconciled]:
-    """Compare, fill what is open, report drift (or accept it), and move clean servers to inspected."""
+def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str | None = None, dry_run: bool = False) -> list[Reconciled]:
+    """Compare, fill what is open, report drift (or accept it), and move clean servers to inspected.
+
+    ``dry_run``: the same findings and the edits checked as an import would
+    check them (a refused edit raises), but nothing is written.
+    """
     from fleetctl.inventory import edits as inv_edits
     from fleetctl.inventory.schema import BoardSpec
     from fleetctl.inventory.service import actor, edit_site, export_inventory
@@ -108,14 +219,23 @@ def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str
         for rack in inv.sites[0].racks:
             for spec in rack.servers:
                 if spec.name in names:
-                    res, ed = compare(spec, models.get(spec.model), facts_by_server[spec.name])
+                    res, ed = compare(spec, models.get(spec.model), facts_by_server[spec.name], list(models.values()))
                     results[spec.name] = res
                     plans[spec.name] = ed
 
         def mutate(doc: Any, plans: dict[str, dict[str, Any]] = plans) -> None:
+            from fleetctl.inventory.schema import ModelSpec
+
             for name, ed in plans.items():
                 _, spec = inv_edits.find_server(doc, name)
                 res = results[name]
+                # What a server enrolled by its BMC alone left open: its serial and its model.
+                if ed["fill_serial"]:
+                    spec.serial = ed["fill_serial"]
+                if ed["new_model"] and not any(m.name == ed["new_model"]["name"] for m in doc.models):
+                    doc.models.append(ModelSpec.model_validate(ed["new_model"]))
+                if ed["model"]:
+                    spec.model = ed["model"]
                 # Filling what was left open is always done; replacing what was declared only when accepted.
                 if ed["boards"] is not None and (not spec.boards or accept):
                     if spec.boards:
@@ -131,9 +251,13 @@ def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str
                     spec.serial = ed["serial"]
                     res.accepted.append(f"serial {ed['serial']}")
 
-        if any(p["boards"] is not None or p["macs"] or (accept and (p["serial"] or p["accept_macs"])) for p in plans.values()):
+        if any(p["boards"] is not None or p["macs"] or p["fill_serial"] or p["model"] or (accept and (p["serial"] or p["accept_macs"]))
+               for p in plans.values()):  # fmt: skip
             reason = "filled from the BMC" + (" (drift accepted)" if accept else "")
-            edit_site(site, mutate, action="server.inspect", reason=reason, url=url)
+            edit_site(site, mutate, action="server.inspect", reason=reason, url=url, dry_run=dry_run)
+
+    if dry_run:
+        return [results[n] for n in facts_by_server if n in results]
 
     srv_t, ev_t = Server.__table__, Event.__table__
     with write_transaction(url) as conn:
