@@ -260,44 +260,19 @@ async def _mncore(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
     sysfs = str(hv.get("fleetctl_sysfs_pci_dir") or "/sys/bus/pci/devices")
     glob = str(hv.get("fleetctl_dev_glob") or f"{cfg.device_dir.rstrip('/')}/mnc2p*")
     t = time.monotonic()
-
-    async def listing() -> list[str]:
-        try:
-            return [d.name for d in parse_gpfn3_list(await _run(conn, _q([smi, "list"]), job.command_timeout, what=f"{smi} list"))]
-        except AccelParseError as e:
-            raise HostError(f"{smi} list: {e}") from e
-
-    async def nodes() -> set[str]:
-        text = await _run(conn, f'for f in {glob}; do [ -e "$f" ] && echo "${{f##*/}}"; done; true', job.command_timeout,
-                          what="listing device nodes")  # fmt: skip
-        return {ln.strip() for ln in text.splitlines() if ln.strip()}
-
-    async def links(devices: list[str]) -> dict[str, dict[str, Any] | None]:
-        if not devices:
-            return {}
-        files = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
-        parts = [f"for f in {' '.join(files)}; do printf '%s %s=' {shlex.quote(d)} $f; "
-                 f"cat {shlex.quote(sysfs)}/{shlex.quote(mncore_pci(d))}/$f 2>/dev/null || echo; done" for d in devices]  # fmt: skip
-        text = await _run(conn, "; ".join(parts), job.command_timeout, what="reading the PCIe links in sysfs")
-        got: dict[str, dict[str, str]] = {}
-        for ln in text.splitlines():
-            dev, _, rest = ln.partition(" ")
-            k, _, v = rest.partition("=")
-            got.setdefault(dev, {})[k] = v.strip()
-        res: dict[str, dict[str, Any] | None] = {}
-        for d in devices:
-            f = got.get(d, {})
-            if not any(f.values()):
-                res[d] = None  # no sysfs entry: the link is not known (not "fine")
-                continue
-            try:
-                res[d] = parse_sysfs_link(*(f.get(k, "") for k in files)).model_dump()
-            except AccelParseError:
-                res[d] = None
-        return res
-
-    listed = await listing()
-    present_nodes = await nodes()
+    # One round trip for what the pre-checks read (each SSH command costs a process on the host and a
+    # round trip; at 250 hosts that is most of the orchestration): the listing, the nodes, their links, the locks.
+    state = _sections(await _run(conn, _mn_state_script(smi, glob, sysfs, sem, full=True), job.command_timeout,
+                                 what="reading the boards (gpfn3-smi list, device nodes, sysfs, locks)"))  # fmt: skip
+    rc, listing_text = state.get("rc", "0").strip(), state.get("list", "")
+    if rc != "0":
+        last = [ln for ln in listing_text.splitlines() if ln.strip()]
+        raise HostError(f"{smi} list: exited {rc}" + (f": {last[-1][:200]}" if last else ""))
+    try:
+        listed = [d.name for d in parse_gpfn3_list(listing_text)]
+    except AccelParseError as e:
+        raise HostError(f"{smi} list: {e}") from e
+    present_nodes = _lines(state.get("nodes", ""))
     devices = [d for d in listed if d in present_nodes]
     mapping = match_mncore(job.boards, devices)
     obs: dict[str, BoardObservation] = {}
@@ -307,24 +282,16 @@ async def _mncore(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
                                          model=job.model, present=dev is not None)  # fmt: skip
     out.observations = list(obs.values())
     mine = {o.device: o for o in obs.values() if o.present}
-    for dev, link in (await links(list(mine))).items():
-        mine[dev].link_before = link
+    links_before = _links(state.get("links", ""), parse_sysfs_link, AccelParseError)
+    for dev, o in mine.items():
+        o.link_before = links_before.get(dev)
 
     # The exclusive-use folder: a board held by a live program is not ours to reset (unless --force).
-    # ASSUMPTION: one entry per board named after its device, holding "<program> pid <n>" (the layout is not public).
-    q = shlex.quote(sem)
-    text = await _run(conn, f'[ -d {q} ] || exit 0; for f in {q}/*; do [ -e "$f" ] || continue; '
-                            f'pid=$(sed -n "s/.*pid \\([0-9][0-9]*\\).*/\\1/p" "$f" | head -n1); '
-                            # live: signalable and not a zombie (a killed holder can linger as one until reaped)
-                            f'st=$(sed -n "s/^State:[[:space:]]*\\(.\\).*/\\1/p" /proc/"$pid"/status 2>/dev/null); '
-                            f'if [ -n "$pid" ] && env kill -0 "$pid" 2>/dev/null && [ "$st" != Z ]; then '
-                            f'echo "busy ${{f##*/}} $(head -c 200 "$f")"; '
-                            f'else echo "stale ${{f##*/}}"; fi; done', job.command_timeout, what="reading the board locks")  # fmt: skip
     busy = {}
-    for ln in text.splitlines():
-        state, _, rest = ln.partition(" ")
+    for ln in state.get("locks", "").splitlines():
+        st, _, rest = ln.partition(" ")
         dev, _, holder = rest.partition(" ")
-        if state == "busy" and dev in mine:
+        if st == "busy" and dev in mine:
             busy[dev] = holder.strip()
     if busy and not job.force:
         held = ", ".join(f"{d} ({h or 'unknown holder'})" for d, h in sorted(busy.items()))
@@ -334,9 +301,15 @@ async def _mncore(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
     out.stages["pre-checks"] = time.monotonic() - t
 
     t = time.monotonic()
-    for dev in mine:
-        await _run(conn, _q([smi, "reset", dev]), job.command_timeout, what=f"{smi} reset {dev}")
-        await _run(conn, _q([smi, "clear", dev]), job.command_timeout, what=f"{smi} clear {dev}")
+    if mine:
+        # Reset then clear each board, in one round trip; a board whose reset or clear fails stops the host (its boards'
+        # state is unknown), naming the board and the tool's last line.
+        script = "; ".join(_reset_clear(smi, d) for d in mine)
+        for ln in (await _run(conn, script, job.command_timeout * 2, what=f"{smi} reset and clear")).splitlines():
+            word, _, rest = ln.partition(" ")
+            if word == "failed":
+                dev, _, why = rest.partition(" ")
+                raise HostError(f"{smi} reset/clear {dev} failed" + (f": {why.strip()}" if why.strip() else ""))
     out.stages["reset"] = time.monotonic() - t
     if not mine:
         return
@@ -373,9 +346,13 @@ async def _mncore(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
     if hung:
         await _run(conn, stop_leftover_script(work), job.command_timeout, what="stopping the hung workload")
     t = time.monotonic()
-    after_nodes = await nodes()
-    for dev, link in (await links([d for d in mine if d in after_nodes])).items():
-        mine[dev].link_after = link
+    after = _sections(await _run(conn, _mn_state_script(smi, glob, sysfs, sem, full=False), job.command_timeout,
+                                 what="reading the boards after the workload"))  # fmt: skip
+    after_nodes = _lines(after.get("nodes", ""))
+    links_after = _links(after.get("links", ""), parse_sysfs_link, AccelParseError)
+    for dev in mine:
+        if dev in after_nodes:
+            mine[dev].link_after = links_after.get(dev)
     for dev, o in mine.items():
         o.telemetry = sampler.samples.get(dev, [])
         m = results.get(dev)
@@ -394,6 +371,79 @@ async def _mncore(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
         else:
             o.lost = f"{dev}: no result from the workload" + (f" ({_about(stderr, dev)})" if _about(stderr, dev) else "")
     out.stages["post-checks"] = time.monotonic() - t
+
+
+# --- MN-Core state in one round trip ------------------------------------------------------
+
+_LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+
+
+def _mn_state_script(smi: str, glob: str, sysfs: str, sem: str, *, full: bool) -> str:
+    """A shell script printing sections (``@@name`` lines): list and rc (full), nodes, links, locks (full).
+
+    The link of each device node is read from ``<sysfs>/<PCI address>/``, the address made from the public
+    device name (``mnc2p27s0`` is bus 27: ``0000:1b:00.0``).
+    """
+    q = shlex.quote
+    parts = []
+    if full:
+        parts.append(f"echo @@list; {_q([smi, 'list'])} 2>&1; echo @@rc; echo $?")
+    parts.append(f'echo @@nodes; for f in {glob}; do [ -e "$f" ] && echo "${{f##*/}}"; done')
+    parts.append(f'echo @@links; for f in {glob}; do [ -e "$f" ] || continue; n=${{f##*/}}; b=${{n#mnc2p}}; b=${{b%%s*}}; '
+                 f'case $b in ""|*[!0-9]*) continue;; esac; a=$(printf "0000:%02x:00.0" "$b"); '
+                 f'for k in {" ".join(_LINK_FILES)}; do printf "%s %s=" "$n" "$k"; '
+                 f'cat {q(sysfs)}/"$a"/"$k" 2>/dev/null || echo; done; done')  # fmt: skip
+    if full:
+        # ASSUMPTION: one entry per board named after its device, holding "<program> pid <n>" (the layout is not public).
+        # Live: signalable and not a zombie (a killed holder can linger as one until reaped).
+        parts.append(f'echo @@locks; if [ -d {q(sem)} ]; then for f in {q(sem)}/*; do [ -e "$f" ] || continue; '
+                     f'pid=$(sed -n "s/.*pid \\([0-9][0-9]*\\).*/\\1/p" "$f" | head -n1); '
+                     f'st=$(sed -n "s/^State:[[:space:]]*\\(.\\).*/\\1/p" /proc/"$pid"/status 2>/dev/null); '
+                     f'if [ -n "$pid" ] && env kill -0 "$pid" 2>/dev/null && [ "$st" != Z ]; then '
+                     f'echo "busy ${{f##*/}} $(head -c 200 "$f")"; else echo "stale ${{f##*/}}"; fi; done; fi')  # fmt: skip
+    return "; ".join(parts) + "; true"
+
+
+def _reset_clear(smi: str, dev: str) -> str:
+    """Reset then clear one board; prints ``ok DEV`` or ``failed DEV <the tool's last line>``."""
+    return (
+        f"if out=$({_q([smi, 'reset', dev])} 2>&1) && out=$({_q([smi, 'clear', dev])} 2>&1); then echo {shlex.quote('ok ' + dev)}; "
+        f'else echo {shlex.quote("failed " + dev)} "$(printf \'%s\' "$out" | tail -n 1 | head -c 200)"; fi'
+    )
+
+
+def _sections(text: str) -> dict[str, str]:
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for ln in text.splitlines():
+        if ln.startswith("@@") and ln[2:].isidentifier():
+            current = out.setdefault(ln[2:], [])
+        elif current is not None:
+            current.append(ln)
+    return {k: "\n".join(v) + "\n" for k, v in out.items()}
+
+
+def _lines(text: str) -> set[str]:
+    return {ln.strip() for ln in text.splitlines() if ln.strip()}
+
+
+def _links(text: str, parse: Callable[..., Any], error: type[Exception]) -> dict[str, dict[str, Any] | None]:
+    """``<device> <file>=<value>`` lines -> the device's PcieLink as a dict (None: no sysfs entry, so not known)."""
+    got: dict[str, dict[str, str]] = {}
+    for ln in text.splitlines():
+        dev, _, rest = ln.partition(" ")
+        k, _, v = rest.partition("=")
+        got.setdefault(dev, {})[k] = v.strip()
+    res: dict[str, dict[str, Any] | None] = {}
+    for dev, f in got.items():
+        if not any(f.values()):
+            res[dev] = None
+            continue
+        try:
+            res[dev] = parse(*(f.get(k, "") for k in _LINK_FILES)).model_dump()
+        except error:
+            res[dev] = None
+    return res
 
 
 def _about(lines: list[str], device: str) -> str:

@@ -138,3 +138,42 @@ def test_the_workload_runs_in_a_session_a_later_run_can_kill(tmp_path: Path) -> 
     assert proc.wait(5) != 0  # the session (and both sleeps) killed
     assert not (tmp_path / "w" / "pgid").exists()
     assert subprocess.run(["sh", "-c", stop_leftover_script(work)], capture_output=True, text=True, check=True).stdout == ""
+
+
+def test_one_round_trip_reads_listing_nodes_links_and_locks(tmp_path: Path) -> None:
+    """The pre-check script on a fake host: sections parsed, links from sysfs by the device name's bus, live vs stale locks."""
+    import os
+    import subprocess
+
+    from fleetctl_drivers.accel import AccelParseError
+    from fleetctl_drivers.accel.pcie import parse_sysfs_link
+
+    from fleetctl.burnin.host import _links, _mn_state_script, _sections
+
+    dev, sysfs, sem = tmp_path / "dev", tmp_path / "sys", tmp_path / "sem"
+    for d in (dev, sysfs, sem):
+        d.mkdir()
+    for name in ("mnc2p27s0", "mnc2p61s0"):
+        (dev / name).touch()
+    for addr, (cur, width) in {"0000:1b:00.0": ("16.0 GT/s PCIe", "16"), "0000:3d:00.0": ("5.0 GT/s PCIe", "8")}.items():
+        (sysfs / addr).mkdir()
+        files = {"current_link_speed": cur, "current_link_width": width, "max_link_speed": "16.0 GT/s PCIe", "max_link_width": "16"}
+        for k, v in files.items():
+            (sysfs / addr / k).write_text(v + "\n")
+    smi = tmp_path / "smi"
+    smi.write_text("#!/bin/sh\necho '0: mnc2p27s0'\necho '1: mnc2p61s0'\n")
+    smi.chmod(0o755)
+    (sem / "mnc2p27s0").write_text(f"training pid {os.getpid()}\n")  # a live holder
+    (sem / "mnc2p61s0").write_text("mncore-burnin pid 999999999\n")  # gone
+    script = _mn_state_script(str(smi), f"{dev}/mnc2p*", str(sysfs), str(sem), full=True)
+    got = _sections(subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout)
+    assert got["rc"].strip() == "0" and got["list"].split() == ["0:", "mnc2p27s0", "1:", "mnc2p61s0"]
+    assert set(got["nodes"].split()) == {"mnc2p27s0", "mnc2p61s0"}
+    links = _links(got["links"], parse_sysfs_link, AccelParseError)
+    assert links["mnc2p27s0"]["degraded"] is False and links["mnc2p61s0"]["degraded"] is True  # type: ignore[index]
+    assert links["mnc2p61s0"]["width"] == 8  # type: ignore[index]
+    locks = dict(ln.split(" ", 1) for ln in got["locks"].splitlines())
+    assert locks["busy"].startswith("mnc2p27s0 training pid") and locks["stale"] == "mnc2p61s0"
+    post = _sections(subprocess.run(["sh", "-c", _mn_state_script(str(smi), f"{dev}/mnc2p*", str(sysfs), str(sem), full=False)],
+                                    capture_output=True, text=True, check=True).stdout)  # fmt: skip
+    assert set(post) == {"nodes", "links"}
