@@ -332,7 +332,7 @@ def run_batch(
                 "forks": max(1, min(forks, len(hosts))), "playbook": str(playbooks_dir() / "site.yml"),
                 "parent": os.getpid(), "token_dir": tmp}  # fmt: skip
         # The child dies with us (SIGTERM: it then kills ansible-playbook and removes the token folder).
-        proc = subprocess.Popen([sys.executable, "-m", "fleetctl.workflows.ansible_run"], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "fleetctl.workflows.ansible_run", str(os.getpid())], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), text=True,
                                 preexec_fn=die_with_parent(signal.SIGTERM))  # fmt: skip
         record = rec_dir / f"ansible-{os.getpid()}-{proc.pid}.json"
@@ -393,9 +393,10 @@ def _child() -> None:
     """The child: run ansible-runner from the spec on stdin, events out as JSON lines."""
     import ansible_runner  # heavy: only here
 
-    spec = json.loads(sys.stdin.read())
+    spec: dict[str, Any] = {}
+    cancelled = _guard(spec)  # first: a parent that dies while we start must still find us cleaning up
+    spec.update(json.loads(sys.stdin.read()))
     hosts, groups = spec["hosts"], spec["groups"]
-    cancelled = _guard(spec)
     inventory = {
         "all": {
             "hosts": {h: hosts[h] for h in sorted(hosts)},
@@ -458,7 +459,8 @@ def _guard(spec: dict[str, Any]) -> Callable[[], bool]:
     import pexpect  # type: ignore[import-untyped]
 
     stop = False
-    parent = int(spec.get("parent") or os.getppid())
+    # fleetctl's pid: on our command line (run_batch), so that a parent already gone is seen as gone
+    parent = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else os.getppid()
 
     def on_signal(signum: int, frame: Any) -> None:
         nonlocal stop

@@ -206,9 +206,15 @@ class Journal:
         """Start a new pass over a server: steps journaled before it no longer count as done."""
         self._step_row(server_id, "begin", StepState.SUCCEEDED, output=detail, finished=True)
 
-    def start_step(self, server_id: int, name: str) -> int:
-        """A step's row, ``running``; its id."""
-        return self._step_row(server_id, name, StepState.RUNNING)
+    def start_step(self, server_id: int, name: str, *, noted: Any = None) -> int:
+        """A step's row, ``running``; its id.
+
+        ``noted``: what the interrupted row of this step had noted, when it is
+        resumed. The new row starts with it, so a run killed again before the
+        step notes anything (while it asks the BMC whether its power-on
+        happened, say) does not lose it: the next run resumes from it too.
+        """
+        return self._step_row(server_id, name, StepState.RUNNING, output=noted or None)
 
     def note(self, step_id: int, output: Any) -> None:
         """Write what a step is about to do (or has learned) before it goes on."""
@@ -380,8 +386,8 @@ class AsyncJournal:
     async def begin_pass(self, server_id: int, detail: dict[str, Any]) -> None:
         await self._call(self.journal.begin_pass, server_id, detail)
 
-    async def start_step(self, server_id: int, name: str) -> int:
-        return await self._call(self.journal.start_step, server_id, name)
+    async def start_step(self, server_id: int, name: str, *, noted: Any = None) -> int:
+        return await self._call(self.journal.start_step, server_id, name, noted=noted)
 
     async def note(self, step_id: int, output: Any) -> None:
         await self._call(self.journal.note, step_id, output)

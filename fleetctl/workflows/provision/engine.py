@@ -334,7 +334,7 @@ class Provisioner:
         p = self.progress[name]
         state = await journal.advance(name, step.phase, reason=f"provision: {step.name}")
         self.update(name, state=state, step=step.name, status="running")
-        sid = await journal.start_step(ctx.id, step.name)
+        sid = await journal.start_step(ctx.id, step.name, noted=noted)  # a resumed step keeps what it had noted until it notes anew
         t_step = time.monotonic()
         try:
             output = await step.run(StepCall(self, ctx, sid, noted))

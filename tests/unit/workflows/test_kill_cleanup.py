@@ -127,3 +127,31 @@ def test_a_running_job_whose_process_is_gone_is_shown_interrupted_and_one_of_ano
     assert rows[alive.job_id]["state"] == "running" and rows[alive.job_id]["host"] == host
     shown = json.loads(cli("jobs", "show", str(killed.job_id), "--output", "json").out)
     assert shown["state"] == "interrupted" and shown["finished_at"] and shown["args"]["servers"] == 2
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_resumed_step_keeps_what_the_interrupted_one_noted_until_it_notes_anew(example_loaded):  # type: ignore[no-untyped-def]
+    # Killed after the boot noted its power-on, then killed again while the resumed boot asked the BMC
+    # whether the boot happened: the third run must still know a power-on was requested (or it would cycle).
+    from fleetctl.store import get_engine
+    from fleetctl.workflows.journal import Journal
+
+    engine = get_engine()
+    sid = _server_id(engine, "mn-tyo1-r12-01")
+    first = Journal.open(engine, kind="provision", target="t", args={}, actor="tester@ci", prefix="provision.")
+    first.begin_pass(sid, {})
+    first.note(first.start_step(sid, "boot"), {"power_action": "on", "boot": "pxe"})
+    second = Journal.open(engine, kind="provision", target="t", args={}, actor="tester@ci", prefix="provision.")
+    noted = second.passes([sid])[sid].interrupted()["boot"]
+    second.start_step(sid, "boot", noted=noted)  # killed before it notes anything
+    third = Journal.open(engine, kind="provision", target="t", args={}, actor="tester@ci", prefix="provision.")
+    assert third.passes([sid])[sid].interrupted() == {"boot": {"power_action": "on", "boot": "pxe"}}
+
+
+def _server_id(engine, name):  # type: ignore[no-untyped-def]
+    from sqlalchemy import select
+
+    from fleetctl.store import tables as T
+
+    with engine.connect() as c:
+        return c.execute(select(T.server.c.id).where(T.server.c.name == name)).scalar_one()
