@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +34,21 @@ def step(title: str) -> None:
     print(f"\n\033[1;34m== {title}\033[0m", flush=True)
 
 
-def sh(*args: str, env: dict[str, str], expect: int = 0, tail: int | None = None, live: bool = False) -> str:
+def sh(
+    *args: str, env: dict[str, str], expect: int = 0, tail: int | None = None, live: bool = False, progress: Callable[[], str] | None = None
+) -> str:
     """Run ``fleetctl ARGS``, print its output (the last ``tail`` lines), check its exit code.
 
     ``live``: for the long commands (provision, burn-in, sweep). Their progress
     (a live table or bar on stderr) goes straight to the terminal as it comes;
     their result (stdout) is printed as each line arrives. Where stderr is not a
     terminal (`make demo | tee`), fleetctl draws no progress, so a heartbeat
-    line says every few seconds that the command is still at work.
+    line says every few seconds that the command is still at work, and
+    ``progress()`` where given (the servers' states, read from the database).
     """
     print(f"\033[1m$ fleetctl {' '.join(args)}\033[0m", flush=True)
     if live:
-        return _live(args, env=env, expect=expect, tail=tail)
+        return _live(args, env=env, expect=expect, tail=tail, progress=progress)
     done = subprocess.run([*_fleetctl(), *args], env=env, capture_output=True, text=True, check=False)
     out = done.stdout + done.stderr
     lines = out.rstrip("\n").splitlines()
@@ -67,7 +71,7 @@ def _check(code: int, expect: int) -> None:
 HEARTBEAT_S = 10.0
 
 
-def _live(args: tuple[str, ...], *, env: dict[str, str], expect: int, tail: int | None) -> str:
+def _live(args: tuple[str, ...], *, env: dict[str, str], expect: int, tail: int | None, progress: Callable[[], str] | None) -> str:
     """``sh(live=True)``: stderr passes through, stdout is echoed line by line (a long table cut to ``tail``)."""
     started = time.monotonic()
     last = [started]
@@ -79,7 +83,8 @@ def _live(args: tuple[str, ...], *, env: dict[str, str], expect: int, tail: int 
             now = time.monotonic()
             if now - last[0] >= HEARTBEAT_S:
                 last[0] = now
-                print(f"  ... fleetctl {args[0]} still at work, {now - started:.0f} s", flush=True)
+                where = progress() if progress else ""
+                print(f"  ... fleetctl {args[0]} still at work, {now - started:.0f} s{': ' + where if where else ''}", flush=True)
 
     beat = None if sys.stderr.isatty() else threading.Thread(target=heartbeat, daemon=True)
     if beat:
@@ -109,6 +114,19 @@ def _live(args: tuple[str, ...], *, env: dict[str, str], expect: int, tail: int 
     print(f"({time.monotonic() - started:.0f} s)", flush=True)
     _check(code, expect)
     return "\n".join(lines) + "\n"
+
+
+def server_states(db: str, *, rack: str | None = None, server: str | None = None) -> str:
+    """The servers' lifecycle states in a SQLite fleet, counted ("3 ready, 15 preparing, 1 failed"); "" if it cannot be read."""
+    import sqlite3
+
+    query = "SELECT s.state, count(*) FROM server s JOIN rack r ON r.id = s.rack_id WHERE r.name = ? OR s.name = ? GROUP BY s.state"
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+            rows = conn.execute(query, (rack, server)).fetchall()
+    except sqlite3.Error:
+        return ""
+    return ", ".join(f"{n} {state}" for state, n in sorted(rows, key=lambda r: -r[1]))
 
 
 def _key(item: Any) -> str | None:
@@ -244,12 +262,15 @@ def main() -> None:
         sh("provision", "rack-12", "--dry-run", env=env, tail=10)
         print("\nOne server's host will come up with a board missing (a loose card); the rest must not care:")
         sh("lab", "fault", "mn-tyo1-r12-05", "--set", "device_missing=1", env=env, tail=0)
-        sh("provision", "rack-12", "--stagger", "1", "--poll", "1", env=env, expect=1, live=True)
+        lab_db = env["FLEETCTL_DB"]
+        sh("provision", "rack-12", "--stagger", "1", "--poll", "1", env=env, expect=1, live=True,
+           progress=lambda: server_states(lab_db, rack="rack-12"))  # fmt: skip
         sh("rack", "show", "rack-12", env=env, tail=24)
         sh("server", "show", "mn-tyo1-r12-05", env=env, tail=12)
         print("\nThe card is reseated; provisioning the server again resumes it (--restart reinstalls it from step 1):")
         sh("lab", "fault", "mn-tyo1-r12-05", "--clear", env=env, tail=0)
-        sh("provision", "mn-tyo1-r12-05", "--restart", "--poll", "1", env=env, live=True)
+        sh("provision", "mn-tyo1-r12-05", "--restart", "--poll", "1", env=env, live=True,
+           progress=lambda: server_states(lab_db, server="mn-tyo1-r12-05"))  # fmt: skip
         sh("provision", "rack-12", env=env, tail=4)  # everything ready: nothing to do
         sh("events", "list", "--name", "mn-tyo1-r12-05", "--limit", "6", env=env)
 
@@ -298,8 +319,8 @@ def main() -> None:
     exported.parent.mkdir(exist_ok=True)
     text = sh("inventory", "export", env=env, tail=0)
     exported.write_text(text)
-    lines = len(original.read_text().splitlines())
-    print(f"(written to {exported}: {len(text.splitlines())} lines; {original.relative_to(REPO)} has {lines})")
+    original_lines = len(original.read_text().splitlines())
+    print(f"(written to {exported}: {len(text.splitlines())} lines; {original.relative_to(REPO)} has {original_lines})")
     print("The two compared as data (each read through the site-file schema, so a default written out or left")
     print("implicit, and the order of keys, make no difference); the export writes each board's kind, which the")
     print("example leaves to the model, and carries the edits of step 5:")
