@@ -184,7 +184,7 @@ def main() -> int:
             m = run(cmd, env)
             verdicts = verdicts_of(label, m["doc"], names)
             judged = judge(label, verdicts, m["doc"], fault_of, healthy, specs, truth_power)
-            m.update(judged, per_target=per_target, bound=m["wall"] - per_target)
+            m.update(judged, verdicts=verdicts, per_target=per_target, bound=m["wall"] - per_target)
             results[label] = m
             report(label, m, len(names))
     finally:
@@ -270,6 +270,8 @@ def report(label: str, m: dict[str, Any], total: int) -> None:
         f"healthy BMCs' answers right: {m['healthy_right']} of {m['healthy_n']}")  # fmt: skip
     for w in m["wrong"][:5]:
         say(f"    wrong reason: {w[:300]}")
+    for n, v in [(n, v) for n, v in m["verdicts"].items() if classify(v) == "other"][:5]:
+        say(f"    other: {n}: {str(v)[:300]}")
     for b in m["bad"]:
         say(f"    healthy but not right: {str(b)[:300]}")
     if m["doc"] is None:
