@@ -153,6 +153,9 @@ def compare(declared: Any, model: Any, facts: Any, models: list[Any] | None = No
             edits["new_model"] = r.new_model = m.new
             model = None
             r.filled.append(f"model {m.new['name']} (new: {m.new['vendor']} {m.new['model']}, {m.new['height']}U assumed)")
+    elif declared.model == UNIDENTIFIED_MODEL:
+        # Without the declared models (provisioning's own inspection) a placeholder is not filled: said, not ignored.
+        r.drift.append(f"model: not identified yet; `fleetctl server inspect {declared.name}` reads it from the BMC")
 
     found = [b for b in facts.boards]
     r.boards_found = len(found)

@@ -90,3 +90,11 @@ def test_compare_keeps_a_declared_serial_and_model() -> None:
     r, ed = compare(declared, MODELS[3], _facts(model="Something Else"), MODELS)
     assert r.drift == ["serial: declared SN999, BMC reports SN123"] and ed["serial"] == "SN123"
     assert ed["model"] is None and ed["fill_serial"] is None and r.filled == []
+
+
+def test_without_the_declared_models_a_placeholder_model_is_drift() -> None:
+    # Provisioning's inspection step compares without the models: it must not go on with a model it does not know.
+    declared = ServerSpec(name="new-01", serial="UNKNOWN-new-01", model="unidentified", position=1)
+    r, ed = compare(declared, MODELS[-1], _facts())
+    assert r.drift == ["model: not identified yet; `fleetctl server inspect new-01` reads it from the BMC"]
+    assert ed["model"] is None and ed["fill_serial"] == "SN123"
