@@ -87,7 +87,9 @@ class Refused:
     def __str__(self) -> str:
         if self.holder is None:
             return "no such server"
-        since = self.since.isoformat(timespec="seconds") if self.since else "?"
+        # Stored in UTC; SQLite gives it back without its zone, PostgreSQL in the session's: say UTC on both.
+        utc = (self.since.replace(tzinfo=dt.UTC) if self.since.tzinfo is None else self.since.astimezone(dt.UTC)) if self.since else None
+        since = utc.isoformat(timespec="seconds") if utc else "?"
         return f"locked by {self.holder} since {since} for {self.purpose}"
 
     @property
