@@ -154,7 +154,10 @@ def run(
     opts = SweepOptions(level=level, concurrency=concurrency, per_target_timeout=timeout, request_timeout=request_timeout,
                         retries=retries, max_skew_s=max_skew, retention_days=retention)  # fmt: skip
     total = len(servers) + len(switches)
-    if sys.stderr.isatty() and output == Format.table and total > 1:
+    collect = _scaleout(servers, switches, opts)
+    if collect is not None:  # the scale-out engine: the workers of each site read its targets (docs/scale-out.md)
+        result = run_sweep(servers, switches, selector=" ".join(selector), options=opts, collect=collect)
+    elif sys.stderr.isatty() and output == Format.table and total > 1:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from fleetctl.cli.output import console
@@ -174,6 +177,18 @@ def run(
             write_textfile(c, textfile, result.run_id)
     _report(result, output, limit)
     raise typer.Exit(EXIT_BY_STATUS[result.worst_new.value])
+
+
+def _scaleout(servers: list[Any], switches: list[Any], opts: Any) -> Any:
+    """With FLEETCTL_TEMPORAL set, the sweep's collector on Temporal; None: in process."""
+    from fleetctl.config import temporal_address, temporal_namespace
+
+    address = temporal_address()
+    if not address:
+        return None
+    from fleetctl.scaleout.sweep import collector
+
+    return collector(servers, switches, opts, address, temporal_namespace())
 
 
 def _report(result: Any, output: Format, limit: int) -> None:

@@ -48,3 +48,11 @@ def test_store_id_hides_the_password():  # type: ignore[no-untyped-def]
 
     sid = store_id("postgresql+psycopg://fleet:s3cret@db.example:5432/fleet")
     assert "s3cret" not in sid and "db.example" in sid and sid.endswith("/fleet")
+
+
+def test_sweep_with_temporal_refuses_sqlite(cli, monkeypatch):  # type: ignore[no-untyped-def]
+    pytest.importorskip("temporalio")
+    monkeypatch.setenv("FLEETCTL_TEMPORAL", "127.0.0.1:1")
+    assert cli("inventory", "import", str(REPO / "inventory")).code == 0
+    r = cli("sweep", "mn-tyo1-r12-01")
+    assert r.code == 2 and "needs the store on PostgreSQL" in r.err, r.out + r.err
