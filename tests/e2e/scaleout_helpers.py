@@ -51,14 +51,15 @@ class TemporalServer:
             self.proc = subprocess.Popen([TEMPORAL, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(self.port),
                                           "--http-port", str(_free_port()), "--metrics-port", str(_free_port()),
                                           "--db-filename", str(self.db)], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # ~2 s on an idle machine; far more under load
         while time.monotonic() < deadline:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 return
             except OSError:
                 time.sleep(0.2)
-        raise AssertionError(f"the Temporal dev server did not serve within 30 s: {self.log.read_text()[-2000:]}")
+        self.stop()
+        raise AssertionError(f"the Temporal dev server did not serve within 120 s: {self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

