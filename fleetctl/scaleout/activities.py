@@ -97,8 +97,10 @@ class ProvisionActivities:
         args = {"reprovision": p.opt.reprovision, "restart": p.opt.restart, "servers": len(work), "engine": "temporal",
                 "workflow": activity.info().workflow_id}  # fmt: skip
         journal = Journal.open(p.engine, kind="provision", target=req["label"], args=args, actor=req["actor"], prefix="provision.")
-        # The lock's holder is the job: "ACTOR:temporal:JOB" (never taken for a process gone: it is no process).
+        # The lock's holder is the job: "ACTOR:temporal:JOB" (never taken for a process gone: it is no process). It is
+        # the job's owner too: the worker that opened it may die while the run goes on elsewhere.
         p.owner = f"{req['actor']}:temporal:{journal.job_id}"
+        _own(p.engine, journal.job_id, p.owner)
         busy = p._lock(work) if work else {}
         for n, why in busy.items():
             rows.append({**_progress_row(p.progress[n]), "result": str(Result.LOCKED), "error": str(why)})
@@ -259,6 +261,19 @@ class ProvisionActivities:
 
     def control(self) -> list[Any]:
         return [self.open, self.close]
+
+
+def _own(engine: Any, job_id: int, owner: str) -> None:
+    """Record the job's owner as the Temporal run, not the worker process that opened it."""
+    from sqlalchemy import select, update
+
+    from fleetctl.store import immediate
+    from fleetctl.store import tables as T
+    from fleetctl.workflows.journal import OWNER_ARG
+
+    with immediate(engine) as c:
+        args = c.execute(select(T.job.c.args).where(T.job.c.id == job_id)).scalar_one()
+        c.execute(update(T.job).where(T.job.c.id == job_id).values(args={**(args or {}), OWNER_ARG: owner}))
 
 
 def _progress_row(p: Progress) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def temporal(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     server = TemporalServer(tmp_path)
     server.start()
     monkeypatch.setenv("FLEETCTL_TEMPORAL", server.address)
-    monkeypatch.setenv("FLEETCTL_TEMPORAL_HEARTBEAT", "2")
+    monkeypatch.setenv("FLEETCTL_TEMPORAL_HEARTBEAT", "5")  # a killed worker is noticed soon; a busy one is not
     yield server
     server.stop()
 

@@ -211,3 +211,41 @@ def test_the_temporal_server_restarted_mid_run_the_run_finishes(lab, temporal, w
     assert {rows[n]["result"] for n in TYO} == {"ready"}
     assert all(counters(lab, n)["power_on"] == 1 for n in TYO)
     assert counters(lab, "gpu-tyo1-r12-17")["firmware_flashes"] == 8
+
+
+SAME: dict[str, dict[str, Any]] = {}  # engine -> what its run reported and journaled
+
+
+@pytest.mark.parametrize("engine", ["process", "temporal"])
+def test_the_same_provisioning_on_both_engines(engine, lab, cli, temporal, workers, monkeypatch):  # type: ignore[no-untyped-def]
+    if engine == "temporal":
+        workers.start("tyo1", "tyo1")
+        workers.start("osa1", "osa1")
+        workers.wait_ready()
+    else:
+        monkeypatch.delenv("FLEETCTL_TEMPORAL")
+    # mn-osa1-r12-01's BMC answers 500 to everything: it fails at its first step, alone.
+    assert cli("lab", "fault", "mn-osa1-r12-01", "--set", "error_rate=1").code == 0
+    names = ["mn-tyo1-r12-01", "mn-osa1-r12-01", "gpu-osa1-r12-17"]
+    code, doc = _provision(cli, *names)
+    rows = {r["server"]: r for r in doc["servers"]}
+    assert code == 1, rows
+    assert rows["mn-osa1-r12-01"]["result"] == "failed" and rows["mn-osa1-r12-01"]["step"] == "bmc", rows
+    assert "HTTP 5" in rows["mn-osa1-r12-01"]["error"], rows
+    for n in ("mn-tyo1-r12-01", "gpu-osa1-r12-17"):
+        assert rows[n]["result"] == "ready", rows[n]
+        assert counters(lab, n)["power_on"] == 1
+    jobs = json.loads(cli("jobs", "show", str(doc["job"]), "--output", "json").out)
+    seen = {
+        "rows": {n: (r["result"], r["state"], r["step"], tuple(r["done"]), r["error"].partition(":")[0] if r["error"] else None)
+                 for n, r in rows.items()},
+        # What the journal concludes: each server's steps and their last state (a step retried after a lost
+        # activity, or resumed, has a row per attempt).
+        "journal": sorted({(s["server"], s["step"]): s["state"] for s in jobs["steps"]}.items()),
+        "job": (jobs.get("state"), jobs.get("kind")),
+    }  # fmt: skip
+    show = json.loads(cli("server", "show", "mn-osa1-r12-01", "--output", "json").out)
+    assert show["state"] == "failed" and show["last_error"].startswith("bmc:"), show
+    SAME[engine] = seen
+    if len(SAME) == 2:  # the two engines reported and journaled the same
+        assert SAME["process"] == SAME["temporal"]
