@@ -231,10 +231,13 @@ def _jsonable(v: Any) -> Any:
 
 def mark_interrupted(engine: Any) -> int:
     """Runs left ``running`` by a process that is gone: ``interrupted`` (returns how many)."""
+    from fleetctl.store import immediate
     from fleetctl.store import tables as T
 
     host = socket.gethostname()
-    with engine.begin() as c:
+    # A read then a write: under BEGIN IMMEDIATE, so sweeps starting together wait for each other instead of one
+    # failing with "database is locked" (SQLite cannot upgrade a read transaction while another writes).
+    with immediate(engine) as c:
         stale = []
         for r in c.execute(select(T.sweep_run.c.id, T.sweep_run.c.host, T.sweep_run.c.pid).where(T.sweep_run.c.state == "running")):
             if r.host == host and not _alive(r.pid):

@@ -122,8 +122,10 @@ def per_day(conn: Any, days: int = 30) -> list[dict[str, Any]]:
 
 def prune(engine: Any, keep_days: int) -> int:
     """Delete runs (and their findings and verdicts) older than ``keep_days``; the latest finished run always stays."""
+    from fleetctl.store import immediate
+
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=keep_days)
-    with engine.begin() as c:
+    with immediate(engine) as c:  # read then delete: one writer at a time, never "database is locked"
         latest = c.execute(select(func.max(T.sweep_run.c.id)).where(T.sweep_run.c.state == "finished")).scalar()
         q = select(T.sweep_run.c.id).where(T.sweep_run.c.started_at < cutoff, T.sweep_run.c.id != (latest or -1))
         old = [r.id for r in c.execute(q)]
