@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# `make test` (and CI) leave out the tests marked heavy (minutes each: kills at 20 moments,
+# eight processes at once, Temporal end to end); `make test-heavy` runs only those.
+PYTEST_ARGS ?= -m "not heavy"
 
-.PHONY: demo test lint venv bench clean services
+.PHONY: demo test test-heavy lint venv bench clean services
 
 $(STAMP): pyproject.toml drivers/pyproject.toml lab/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +28,10 @@ test: $(STAMP)
 	-@bash scripts/services.sh start
 	$(PY) -m pytest $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory lint
+
+test-heavy: $(STAMP)
+	-@bash scripts/services.sh start
+	$(PY) -m pytest -m heavy
 
 # Linter and type checker (configured in pyproject.toml): both run, and any
 # finding of either fails.
