@@ -35,7 +35,7 @@ from sqlalchemy import insert, select, update
 
 from fleetctl.burnin.criteria import BOARD_KINDS, CriteriaFile
 from fleetctl.burnin.host import HostJob, HostOutcome, InvBoard
-from fleetctl.burnin.verdict import RANK, BoardObservation, Reason, evaluate, worst
+from fleetctl.burnin.verdict import BoardObservation, Reason, evaluate, worst
 from fleetctl.errors import InputError
 
 #: States in which a server's OS answers and its boards can be taken.
@@ -506,4 +506,4 @@ def exit_code(verdict: str) -> int:
     return EXIT_BY_VERDICT.get(verdict, 4)
 
 
-__all__ = ["RANK", "Plan", "RunResult", "exit_code", "plan", "run"]
+__all__ = ["Plan", "RunResult", "exit_code", "plan", "run"]
