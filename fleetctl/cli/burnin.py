@@ -79,7 +79,7 @@ def run(
         raise InputError("give exactly one of --mncore and --gpu", field="--mncore/--gpu")
     kind = "mncore" if mncore else "gpu"
     if level not in crit.LEVELS:
-        raise InputError(f"--level {level!r}: use {', '.join(crit.LEVELS)}", field="--level")
+        raise InputError(f"{level!r} is not a level: use {', '.join(crit.LEVELS)}", field="--level")
     criteria = crit.load(criteria_file)
     with conn() as c:
         p = plan(c, kind=kind, targets=list(targets or []), level=level, duration=duration, criteria=criteria, force=force, grace=grace)
