@@ -29,6 +29,7 @@ import os
 import re
 import secrets
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -209,21 +210,13 @@ def up(*, site: Path | None = None, source_url: str | None = None, names: set[st
             what = f"{site}" if site else "the selected fleet"
             raise InputError(f"{what} has no servers for the lab" + (" of those named" if names else "; import a site first"))
         # Each BMC gets its own loopback address on port 8443, like a real OOB
-        # network. Another lab (a second user, a test run) may hold a range:
-        # take the next /16 of 127.0.0.0/8 then.
-        last: FleetError | None = None
-        for second in range(10, 40):
-            cfg = {"address_mode": "address", "base_address": f"127.{second}.0.1", "tls": tls, "hosts": True, **(config or {})}
-            sw_cfg = {"base_address": f"127.{second + 100}.0.1", **(switch_config or {})}
-            try:
-                st = lab_up(specs, sd, config=cfg, timeout=300, switches=sw_specs or None, switch_config=sw_cfg)
-                break
-            except FleetError as e:
-                if "already in use" not in str(e) or "base_address" in (config or {}):
-                    raise
-                last = e
-        else:
-            raise last  # type: ignore[misc]
+        # network: BMCs in 127.S.0.0/16, hosts in 127.(S+60), switches in 127.(S+100).
+        st = _up_in_a_free_range(
+            range(10, 40), fixed="base_address" in (config or {}),
+            up=lambda s: lab_up(specs, sd, config={"address_mode": "address", "base_address": f"127.{s}.0.1", "tls": tls,
+                                                   "hosts": True, **(config or {})},
+                                timeout=300, switches=sw_specs or None,
+                                switch_config={"base_address": f"127.{s + 100}.0.1", **(switch_config or {})}))  # fmt: skip
         try:
             from fleetctl.inventory.service import export_inventory
 
@@ -396,6 +389,27 @@ def generated_fleet(specs: list[Any], st: dict[str, Any], sd: Path, per_rack: in
     }
 
 
+def _up_in_a_free_range(seconds: range, *, fixed: bool, up: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
+    """``up(S)`` with the first /16 ``127.S.0.0`` no other lab holds.
+
+    Another lab (a second user, a parallel test run) may hold a range: its
+    addresses refuse to bind, so take the next one. A base address the caller
+    fixed is tried alone.
+    """
+    from fleetctl.errors import FleetError
+
+    last: FleetError | None = None
+    for second in seconds:
+        try:
+            return up(second)
+        except FleetError as e:
+            if "already in use" not in str(e) or fixed:
+                raise
+            last = e
+    assert last is not None
+    raise last
+
+
 def up_generated(count: int, *, tls: bool = True, config: dict[str, Any] | None = None, state_dir: Path | None = None) -> dict[str, Any]:
     """Start ``count`` generated lab BMCs (MN-Core and GPU servers of every vendor flavour), a fleet of their own."""
     from fleetctl.errors import FleetError, InputError
@@ -409,8 +423,10 @@ def up_generated(count: int, *, tls: bool = True, config: dict[str, Any] | None 
         raise FleetError(f"a lab is already running from {sd}; run `fleetctl lab down` first")
     password = _write_credential(sd)
     specs = generate_specs(count, password=password)
-    cfg = {"address_mode": "address", "base_address": "127.40.0.1", "tls": tls, **(config or {})}
-    st = lab_up(specs, sd, config=cfg, timeout=600)
+    # Generated labs take 127.40.0.0/16 to 127.69.0.0/16 (BMCs only: no hosts, no switches).
+    st = _up_in_a_free_range(range(40, 70), fixed="base_address" in (config or {}),
+                             up=lambda s: lab_up(specs, sd, config={"address_mode": "address", "base_address": f"127.{s}.0.1",
+                                                                    "tls": tls, **(config or {})}, timeout=600))  # fmt: skip
     db = lab_db(sd)
     try:
         write_site(generated_fleet(specs, st, sd), sd / SITE_DIR)

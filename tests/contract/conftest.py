@@ -125,7 +125,7 @@ def lab_switches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any
         LabSwitchPort(name="Ethernet120", neighbor=LabNeighbor(system="ct-eos-1", port="Ethernet49/1", kind="switch"),
                       mode="trunk", vlans=[100, 200]),
     ])  # fmt: skip
-    cfg = SwitchLabConfig(state_dir=str(tmp_path_factory.mktemp("lab-switch-contract")), base_address="127.114.0.1", snmp=False)
+    cfg = SwitchLabConfig(state_dir=str(tmp_path_factory.mktemp("lab-switch-contract")), base_address="127.154.0.1", snmp=False)
     with run_switch_lab_in_thread([eos, sonic], cfg) as lab:
         yield lab, {s.name: s for s in (eos, sonic)}
 

@@ -239,6 +239,17 @@ def test_lab_of_generated_bmcs(cli, tmp_path, monkeypatch):  # type: ignore[no-u
         assert st["running"] and st["count"] == 30 and len(st["servers"]) == 30
         assert cli("lab", "up", "--generate", "5").code == 1  # one lab per folder; the running one is untouched
         assert json.loads(cli("lab", "status", "--output", "json").out)["count"] == 30
+        # A second generated lab (another folder: a second user, a parallel test) takes the next free range.
+        monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "genlab2"))
+        r2 = cli("lab", "up", "--generate", "2", "--output", "json")
+        assert r2.code == 0, r2.err
+        try:
+            second = json.loads(cli("lab", "status", "--output", "json").out)["servers"]
+            ranges = {u["url"].split("//")[1].split(".")[1] for u in [*st["servers"].values(), *second.values()]}
+            assert len(ranges) == 2, ranges  # each lab its own 127.S.0.0/16
+        finally:
+            assert cli("lab", "down").code == 0
+            monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "genlab"))
     finally:
         assert cli("lab", "down").code == 0
     assert cli("lab", "status").code == 1

@@ -26,7 +26,7 @@ def swlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     need_deps()
     from fleetctl_lab.switch import SwitchLabConfig, run_switch_lab_in_thread
 
-    cfg = SwitchLabConfig(state_dir=str(tmp_path_factory.mktemp("swlab")), base_address="127.111.0.1")
+    cfg = SwitchLabConfig(state_dir=str(tmp_path_factory.mktemp("swlab")), base_address="127.151.0.1")
     with run_switch_lab_in_thread(small_specs(), cfg) as lab:
         yield lab
 

@@ -49,7 +49,7 @@ def test_specs_follow_the_cabling_plan(example_specs: list[Any]) -> None:
 def test_lldp_from_the_cabling_over_ssh_and_snmp(example_specs: list[Any], tmp_path: Path) -> None:
     from fleetctl_lab.switch import SwitchLabConfig, run_switch_lab_in_thread
 
-    cfg = SwitchLabConfig(state_dir=str(tmp_path), base_address="127.112.0.1")
+    cfg = SwitchLabConfig(state_dir=str(tmp_path), base_address="127.152.0.1")
     with run_switch_lab_in_thread(example_specs, cfg) as lab:
         c = connect(lab, "mgmt-tyo1-r12")
         try:
@@ -76,13 +76,13 @@ def test_the_daemon_serves_switches_and_lab_json_lists_them(tmp_path: Path) -> N
 
     sd = tmp_path / "lab"
     try:
-        st = lab_up([], sd, switches=small_specs(), switch_config={"base_address": "127.113.0.1"}, timeout=60)
+        st = lab_up([], sd, switches=small_specs(), switch_config={"base_address": "127.153.0.1"}, timeout=60)
         assert st["running"] and st["count"] == 0
         doc = json.loads((sd / "lab.json").read_text())
         assert "labpass" not in json.dumps(doc)
         sw = doc["switches"]["lab-eos-1"]
         assert sw["platform"] == "eos" and sw["device_type"] == "arista_eos" and sw["community"] == "public@lab-eos-1"
-        assert sw["ssh"].startswith("127.113.0.1:") and sw["snmp"].startswith("127.113.0.1:")
+        assert sw["ssh"].startswith("127.153.0.1:") and sw["snmp"].startswith("127.153.0.1:")
 
         class Via:  # the helpers' view of a lab, from lab.json
             def status(self) -> dict[str, Any]:

@@ -29,7 +29,7 @@ EOS, SONIC = "lab-eos-1", "lab-sonic-1"
 
 def test_system_interfaces_lldp_and_sensors(swlab: Any) -> None:
     st = swlab.status()["switches"][EOS]
-    assert st["community"] == f"public@{EOS}" and st["snmp"].startswith("127.111.0.1:")
+    assert st["community"] == f"public@{EOS}" and st["snmp"].startswith("127.151.0.1:")
     a = snmp_get(swlab, EOS, SYS_NAME, SYS_UPTIME, f"{IF_HC_IN}.1", f"{IF_OPER}.1", f"{IF_OPER}.5", f"{IF_OPER}.6")
     assert a[SYS_NAME] == EOS
     assert a[f"{IF_OPER}.1"] == 1 and a[f"{IF_OPER}.6"] == 1  # cabled
