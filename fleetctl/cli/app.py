@@ -198,12 +198,45 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    import signal
+    import threading
+
     from fleetctl.errors import FleetError
 
     cli_state.fleet = None  # main() may run more than once in a process (tests)
+    # SIGTERM (`fleetctl jobs cancel`, systemd, kill) stops every command as Ctrl-C does: its `finally` blocks
+    # close the journal (the job `interrupted`) and release the locks, where the default action would kill the
+    # process mid-write and leave both to be recovered later. Commands with their own handling (the worker, the
+    # exporter) install theirs over it. Only the main thread may set a handler (tests call main() elsewhere too).
+    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() else None
+    # click's exceptions, wherever this typer takes click from (typer 0.2x carries its own copy).
+    click_exc = sys.modules[typer.BadParameter.__module__]
+    no_args_help = getattr(click_exc, "NoArgsIsHelpError", ())
     try:
-        app(prog_name="fleetctl")
+        # Not standalone: click would print a usage error as four lines (usage, a hint, a blank, the error);
+        # fleetctl's errors are one line each, so scripts and logs can take the first line as the reason.
+        code = app(prog_name="fleetctl", standalone_mode=False)
+        if isinstance(code, int) and code:  # typer.Exit(N) comes back as N
+            sys.exit(code)
+    except no_args_help as e:  # `fleetctl power`: a group without its command shows its help, as click does
+        e.show()
+        sys.exit(e.exit_code)
+    except click_exc.UsageError as e:
+        from rich.markup import escape
+
+        where = e.ctx.command_path if e.ctx is not None else "fleetctl"
+        _fail(escape(f"{where}: {e.format_message()} (see '{where} --help')"), e.exit_code)
+    except click_exc.ClickException as e:  # a file option that cannot be opened, and the like
+        from rich.markup import escape
+
+        _fail(escape(e.format_message()), e.exit_code)
+    except typer.Abort:  # (click.Abort under older typer: the same class) a confirmation declined, or end of input at a prompt
+        _fail("aborted", 1)
     except FleetError as e:
         if cli_state.debug:
             raise
@@ -231,6 +264,9 @@ def main() -> None:
             orig = getattr(e, "orig", None) or e
             _fail(escape(f"database: {str(orig).splitlines()[0]}"), 1)
         _fail(escape(f"internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)"), 3)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,8 @@ def test_bad_numeric_option_is_refused_naming_it(cli, loaded, args, option, frag
     before = loaded()
     r = cli(*args)
     assert r.code == 2, (r.out, r.err)
-    error = [line for line in r.err.splitlines() if line.startswith("Error:")]
+    assert len(r.err.splitlines()) == 1, r.err  # one line: no usage block before it
+    error = [line for line in r.err.splitlines() if line.startswith("error:")]
     assert len(error) == 1, r.err
     assert f"Invalid value for '{option}'" in error[0], r.err
     assert fragment in error[0], r.err
@@ -199,7 +200,8 @@ def test_free_text_options_are_limited_and_nothing_is_stored(cli, loaded, args, 
     events = cli("events", "list", "-o", "json").out
     r = cli(*args)
     assert r.code == 2, (r.out, r.err)
-    error = [line for line in r.err.splitlines() if line.startswith("Error:")]
+    assert len(r.err.splitlines()) == 1, r.err  # one line: no usage block before it
+    error = [line for line in r.err.splitlines() if line.startswith("error:")]
     assert len(error) == 1 and f"Invalid value for '{option}'" in error[0], r.err
     assert "at most 4096" in error[0] or "control character U+0000" in error[0], r.err
     assert loaded() == before
@@ -257,7 +259,8 @@ def test_inventory_import_refuses_csv_and_stores_nothing(tmp_path, cli, loaded):
     r = cli("inventory", "import", "-o", "csv", str(path))
     assert r.code == 2, (r.out, r.err)
     assert r.out == ""
-    error = [line for line in r.err.splitlines() if line.startswith("Error:")]
+    assert len(r.err.splitlines()) == 1, r.err  # one line: no usage block before it
+    error = [line for line in r.err.splitlines() if line.startswith("error:")]
     assert len(error) == 1 and "'--output' / '-o'" in error[0] and "'csv' is not one of 'table', 'json', 'yaml'" in error[0], r.err
     assert loaded() == before
 
