@@ -110,14 +110,27 @@ class Journal:
             return [(r[0], r[1].removeprefix("provision."), r[2], r[3]) for r in c.execute(text(q), {"j": job})]
 
     def where(self, job: int, m: Moment) -> str | None:
-        """The first row of ``job`` at or beyond moment ``m`` ("server step state"), or None."""
-        want = (STEPS.index(m.step), int(m.done))
-        for server, step, state, output in self.rows(job):
-            if step not in STEPS:
-                continue
-            at = (STEPS.index(step), int(state == "succeeded"))
-            if at > want or (at == want and (m.noted is None or m.noted in output)):
+        """Where ``job`` meets moment ``m`` ("server step state"), or None while no server has got there yet.
+
+        A row of the moment's step on any server (succeeded, when the moment
+        is the step done; with the note, when it has one). A resumed run's
+        servers are at different steps: one already past the moment must not
+        fire it while another still has the step ahead. Only once every
+        server is past it (each resumed beyond it) does it fire at the first
+        row beyond.
+        """
+        rows = [(server, step, state, output) for server, step, state, output in self.rows(job) if step in STEPS]
+        for server, step, state, output in rows:
+            if step == m.step and (not m.done or state == "succeeded") and (m.noted is None or m.noted in output):
                 return f"{server} {step} {state}"
+        want = (STEPS.index(m.step), int(m.done))
+        latest: dict[str, tuple[int, int]] = {}
+        for server, step, state, _ in rows:
+            latest[server] = max(latest.get(server, (-1, 0)), (STEPS.index(step), int(state == "succeeded")))
+        if len(latest) == len(NAMES) and all(at > want for at in latest.values()):
+            for server, step, state, _ in rows:
+                if (STEPS.index(step), int(state == "succeeded")) > want:
+                    return f"{server} {step} {state}"
         return None
 
 
