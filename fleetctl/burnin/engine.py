@@ -102,14 +102,73 @@ class RunResult:
 
     @property
     def counts(self) -> dict[str, int]:
-        out = {"pass": 0, "degraded": 0, "fail": 0, "error": 0}
-        for b in self.boards:
-            out[b.verdict] = out.get(b.verdict, 0) + 1
-        return out
+        return counts([b.verdict for b in self.boards])
 
     @property
     def worst(self) -> str:
         return worst([b.verdict for b in self.boards])
+
+
+def counts(verdicts: list[str]) -> dict[str, int]:
+    """Results by verdict, as the run's row keeps them."""
+    out = {"pass": 0, "degraded": 0, "fail": 0, "error": 0}
+    for v in verdicts:
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+@dataclass
+class ServerDone:
+    """One server's pass: what :func:`burn_server` stored and what the run reports of it.
+
+    Plain values only: on Temporal it is an activity's result (``as_dict``), so the
+    parent workflow can close the run and the command can report it.
+    """
+
+    server: str
+    server_id: int
+    boards: list[BoardResult]
+    rma: list[str]
+    moved: bool
+    notes: list[str]
+    workload_s: float
+    elapsed_s: float
+    error: str | None
+    earlier: bool = False  # stored already by an earlier attempt of this run (Temporal's retry): not burned in again
+
+    @property
+    def verdict(self) -> str:
+        return worst([b.verdict for b in self.boards])
+
+    def step(self) -> Any:
+        """The journal's row of this server (``Journal.record``)."""
+        from fleetctl.workflows.journal import StepResult
+
+        v = self.verdict
+        return StepResult(self.server_id, v in ("pass", "degraded"), self.elapsed_s, output=f"{v}: {len(self.boards)} results",
+                          error=self.error)  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ServerDone:
+        return cls(d["server"], int(d["server_id"]), [board_from_row(b) for b in d["boards"]], list(d["rma"]), bool(d["moved"]),
+                   list(d["notes"]), float(d["workload_s"]), float(d["elapsed_s"]), d["error"], bool(d.get("earlier")))  # fmt: skip
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"server": self.server, "server_id": self.server_id, "boards": [b.row() for b in self.boards], "rma": self.rma,
+                "moved": self.moved, "notes": self.notes, "workload_s": self.workload_s, "elapsed_s": self.elapsed_s,
+                "error": self.error, "earlier": self.earlier, "verdict": self.verdict}  # fmt: skip
+
+
+def board_from_row(row: dict[str, Any]) -> BoardResult:
+    """A :class:`BoardResult` back from its ``row()`` (telemetry stays in the store)."""
+    return BoardResult(row["server"], row["serial"], row["device"], row["slot"], row["verdict"], list(row["reasons"]),
+                       dict(row["metrics"]), resumed=bool(row.get("resumed")))  # fmt: skip
+
+
+def sort_results(results: list[BoardResult], names: list[str]) -> None:
+    """The report's order: servers as planned, then slot and device."""
+    order = {n: i for i, n in enumerate(names)}
+    results.sort(key=lambda b: (order.get(b.server, 1 << 30), b.slot if b.slot is not None else -1, b.device))
 
 
 # --- planning ---------------------------------------------------------------------------
@@ -280,6 +339,31 @@ def _stored(engine: Any, run_id: int, servers: set[str]) -> list[BoardResult]:
                 for r in rows]  # fmt: skip
 
 
+def recorded_already(engine: Any, run_id: int, server: str, server_id: int) -> ServerDone | None:
+    """What this run stored of a server (its results, the RMA entries and the move they made), None when nothing.
+
+    A Temporal activity whose worker was lost after the record is run again:
+    it reports what the lost attempt stored instead of burning the server in
+    (and recording it) a second time.
+    """
+    from fleetctl.store import tables as T
+
+    boards = _stored(engine, run_id, {server})
+    if not boards:
+        return None
+    for b in boards:
+        b.resumed = False  # this pass's, stored by an attempt that could not report it
+    with engine.connect() as conn:
+        rma = list(conn.execute(select(T.board_rma.c.serial).where(T.board_rma.c.source == f"burnin:{run_id}",
+                                                                   T.board_rma.c.server == server)).scalars())  # fmt: skip
+        move = select(T.event.c.id).where(T.event.c.action == "server.state", T.event.c.object_name == server,
+                                          T.event.c.reason.like(f"burn-in run {run_id}:%"))  # fmt: skip
+        moved = conn.execute(move.limit(1)).first() is not None
+    error = next((r["message"] for b in boards if b.verdict == "error" for r in b.reasons), None)
+    return ServerDone(server, server_id, boards, rma, moved, ["recorded by an earlier attempt (its worker was lost)"], 0.0, 0.0, error,
+                      earlier=True)  # fmt: skip
+
+
 def _firmware_drift(components: list[Any], baseline: dict[str, str], boards: list[BoardObservation]) -> None:
     """Board firmware that differs from the model's baseline, onto the board of its slot (``<kind>_slot<N>_...``)."""
     from fleetctl.workflows.firmware import baseline_key
@@ -294,11 +378,15 @@ def _firmware_drift(components: list[Any], baseline: dict[str, str], boards: lis
             by_slot[int(m.group(1))].firmware.append((comp.id, comp.version, baseline[key]))
 
 
-def _record(engine: Any, run_id: int, sp: ServerPlan, outcome: HostOutcome, results: list[BoardResult], *, actor: str,
-            started: Any) -> tuple[list[str], bool]:  # fmt: skip
+def _record(engine: Any, run_id: int, sp: ServerPlan, results: list[BoardResult], *, actor: str,
+            started: Any) -> tuple[list[str], bool] | None:  # fmt: skip
     """One server's results, board states, RMA entries and move to maintenance, in one transaction.
 
-    Returns (serials sent to RMA, whether the server moved to maintenance).
+    Returns (serials sent to RMA, whether the server moved to maintenance); None
+    when this run holds results of the server already (an earlier attempt of a
+    Temporal activity stored them before its worker was lost): a server is never
+    recorded twice. A resumed run deletes its error rows before it runs again,
+    so in process this never happens.
     """
     from fleetctl.errors import InvalidTransition
     from fleetctl.lifecycle.machine import move
@@ -311,6 +399,9 @@ def _record(engine: Any, run_id: int, sp: ServerPlan, outcome: HostOutcome, resu
     rma: list[str] = []
     moved = False
     with immediate(engine) as conn:
+        if conn.execute(select(T.burnin_result.c.id).where(T.burnin_result.c.run_id == run_id, T.burnin_result.c.server == sp.name)
+                        .limit(1)).first() is not None:  # fmt: skip
+            return None
         for b in results:
             conn.execute(insert(T.burnin_result).values(
                 run_id=run_id, server=sp.name, serial=b.serial, device=b.device, slot=b.slot, model=sp.model, verdict=b.verdict,
@@ -383,6 +474,99 @@ async def _bmc_watch(servers: list[ServerPlan], done: dict[str, asyncio.Event], 
     await sweep_async("bmc", targets, op, concurrency=max(1, len(targets)))
 
 
+async def burn_server(p: Plan, sp: ServerPlan, *, engine: Any, run_id: int, actor: str, firmware: dict[str, list[Any]],
+                      bmc_samples: dict[str, list[dict[str, Any]]], done: asyncio.Event | None = None,
+                      progress: Progress | None = None) -> ServerDone:  # fmt: skip
+    """One server: the stages on its host, its boards' verdicts, and their record (results, states, RMA, maintenance).
+
+    The one definition of a server's burn-in: the in-process run calls it for
+    each server (:func:`burn_servers`), and so does the Temporal activity
+    (``fleetctl.scaleout.burnin_act``), on a worker of the server's site.
+    """
+    from fleetctl.burnin import host
+    from fleetctl.models.base import utcnow
+
+    started = utcnow()
+    if progress:
+        progress(sp.name, "running", {})
+    t = time.monotonic()
+    try:
+        outcome = await host.burn(sp.job)  # its first stage stops what a killed run (or a lost attempt) left on the host
+    except Exception as e:  # noqa: BLE001 - one host's surprise is that server's error, never the run's end
+        outcome = host.HostOutcome(error=f"{type(e).__name__}: {e}")
+    finally:
+        if done is not None:
+            done.set()
+    br = _judge(p, sp, outcome, firmware.get(sp.name), bmc_samples.get(sp.name, []))
+    recorded = await asyncio.to_thread(_record, engine, run_id, sp, br, actor=actor, started=started)
+    earlier = recorded_already(engine, run_id, sp.name, sp.id) if recorded is None else None
+    if earlier is not None:  # stored meanwhile by another attempt: what is stored stands, not this pass
+        out = earlier
+        br = earlier.boards
+    else:
+        assert recorded is not None
+        out = ServerDone(sp.name, sp.id, br, recorded[0], recorded[1], outcome.notes, outcome.workload_s, time.monotonic() - t,
+                         outcome.error)  # fmt: skip
+    if progress:
+        progress(sp.name, "done", {"verdict": out.verdict, "boards": {b.device: b.verdict for b in br}, "error": outcome.error})
+    return out
+
+
+async def burn_servers(p: Plan, servers: list[ServerPlan], *, engine: Any, run_id: int, actor: str, concurrency: int = 250,
+                       progress: Progress | None = None) -> list[ServerDone]:  # fmt: skip
+    """:func:`burn_server` for each server, at most ``concurrency`` at once, beside their BMCs' sensors."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+    done = {s.name: asyncio.Event() for s in servers}
+    firmware: dict[str, list[Any]] = {}
+    bmc_samples: dict[str, list[dict[str, Any]]] = {}
+    t0 = time.monotonic()
+    interval = min((s.job.interval for s in servers), default=5.0)
+
+    async def one(sp: ServerPlan) -> ServerDone:
+        async with gate:
+            return await burn_server(p, sp, engine=engine, run_id=run_id, actor=actor, firmware=firmware, bmc_samples=bmc_samples,
+                                     done=done[sp.name], progress=progress)  # fmt: skip
+
+    watch = asyncio.create_task(_bmc_watch(servers, done, interval, firmware, bmc_samples, t0))
+    try:
+        return list(await asyncio.gather(*(one(s) for s in servers)))
+    finally:
+        for ev in done.values():
+            ev.set()
+        try:
+            await asyncio.wait_for(watch, 30)
+        except (TimeoutError, Exception):  # noqa: BLE001 - the watch is best effort; its end never fails the run
+            watch.cancel()
+
+
+def open_run(engine: Any, p: Plan, *, restart: bool, actor: str, args: dict[str, Any] | None = None) -> tuple[int, bool, set[str], Any]:
+    """The run (new or resumed) and its job: (run id, resumed, servers already done in it, journal). The servers are locked."""
+    from fleetctl.workflows.journal import Journal
+
+    run_id, resumed, done_before = _open_run(engine, p, restart=restart, actor=actor)
+    journal = Journal.open(engine, kind="burnin", target=p.selector, actor=actor,
+                           args={"run": run_id, "kind": p.kind, "level": p.level, "seconds": p.seconds, **(args or {})})  # fmt: skip
+    return run_id, resumed, done_before, journal
+
+
+def close_run(engine: Any, run_id: int, journal: Any, servers: list[ServerDone], verdicts: list[str], *,
+              interrupted: bool = False) -> None:  # fmt: skip
+    """The run's counts and end, and the job: a row per server burned in this pass."""
+    from fleetctl.models.base import utcnow
+    from fleetctl.store import immediate
+    from fleetctl.store import tables as T
+    from fleetctl.workflows.journal import JobState
+
+    with immediate(engine) as conn:
+        conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == run_id).values(
+            state="interrupted" if interrupted else "finished", finished_at=utcnow(), counts=counts(verdicts)))  # fmt: skip
+    steps = [s.step() for s in servers]
+    bad = sum(1 for s in steps if not s.ok)
+    state = JobState.INTERRUPTED if interrupted else (JobState.FAILED if bad else JobState.SUCCEEDED)
+    error = f"{bad} of {len(steps)} servers failed or could not be burned in" if bad else ("interrupted" if interrupted else None)
+    journal.record(steps, pins={}, state=state, error=error)
+
+
 def run(p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Progress | None = None, url: str | None = None) -> RunResult:
     """Burn in the plan's servers; results are stored as each server ends.
 
@@ -391,88 +575,28 @@ def run(p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Pro
     """
     from fleetctl.inventory.service import actor as whoami
     from fleetctl.lifecycle.locks import acquire_recovering
-    from fleetctl.models.base import utcnow
-    from fleetctl.store import get_engine, immediate
-    from fleetctl.store import tables as T
-    from fleetctl.workflows.journal import JobState, Journal, StepResult
+    from fleetctl.store import get_engine
 
     engine = get_engine(url)
     actor = whoami()
     names = [s.name for s in p.servers]
     t_start = time.monotonic()
     with acquire_recovering(engine, names, purpose=f"burnin --{p.kind}", reason="burn-in resumes"):
-        run_id, resumed, done_before = _open_run(engine, p, restart=restart, actor=actor)
-        journal = Journal.open(engine, kind="burnin", target=p.selector, actor=actor,
-                               args={"run": run_id, "kind": p.kind, "level": p.level, "seconds": p.seconds})  # fmt: skip
+        run_id, resumed, done_before, journal = open_run(engine, p, restart=restart, actor=actor)
         results: list[BoardResult] = _stored(engine, run_id, done_before) if done_before else []
         todo = [s for s in p.servers if s.name not in done_before]
         for s in p.servers:
             if s.name in done_before and progress:
                 progress(s.name, "done", {"verdict": worst([b.verdict for b in results if b.server == s.name]), "resumed": True})
-        notes: dict[str, list[str]] = {}
-        rma: list[str] = []
-        maint: list[str] = []
-        steps: list[StepResult] = []
-        workload = [0.0]
-
-        async def main() -> None:
-            gate = asyncio.Semaphore(max(1, concurrency))
-            done = {s.name: asyncio.Event() for s in todo}
-            firmware: dict[str, list[Any]] = {}
-            bmc_samples: dict[str, list[dict[str, Any]]] = {}
-            t0 = time.monotonic()
-            interval = min((s.job.interval for s in todo), default=5.0)
-
-            async def one(sp: ServerPlan) -> None:
-                from fleetctl.burnin import host
-
-                async with gate:
-                    started = utcnow()
-                    if progress:
-                        progress(sp.name, "running", {})
-                    t = time.monotonic()
-                    try:
-                        outcome = await host.burn(sp.job)
-                    except Exception as e:  # noqa: BLE001 - one host's surprise is that server's error, never the run's end
-                        outcome = host.HostOutcome(error=f"{type(e).__name__}: {e}")
-                    finally:
-                        done[sp.name].set()
-                    workload[0] = max(workload[0], outcome.workload_s)
-                    notes[sp.name] = outcome.notes
-                    br = _judge(p, sp, outcome, firmware.get(sp.name), bmc_samples.get(sp.name, []))
-                    got_rma, moved = await asyncio.to_thread(_record, engine, run_id, sp, outcome, br, actor=actor, started=started)
-                    rma.extend(got_rma)
-                    if moved:
-                        maint.append(sp.name)
-                    results.extend(br)
-                    v = worst([b.verdict for b in br])
-                    steps.append(StepResult(sp.id, v in ("pass", "degraded"), time.monotonic() - t, output=f"{v}: {len(br)} results",
-                                            error=outcome.error))  # fmt: skip
-                    if progress:
-                        progress(sp.name, "done", {"verdict": v, "boards": {b.device: b.verdict for b in br}, "error": outcome.error})
-
-            watch = asyncio.create_task(_bmc_watch(todo, done, interval, firmware, bmc_samples, t0))
-            try:
-                await asyncio.gather(*(one(s) for s in todo))
-            finally:
-                for ev in done.values():
-                    ev.set()
-                try:
-                    await asyncio.wait_for(watch, 30)
-                except (TimeoutError, Exception):  # noqa: BLE001 - the watch is best effort; its end never fails the run
-                    watch.cancel()
-
-        asyncio.run(main())
-        counts = RunResult(run_id, resumed, results, workload[0], 0, rma, maint, notes).counts
-        with immediate(engine) as conn:
-            conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == run_id).values(state="finished", finished_at=utcnow(),
-                                                                                        counts=counts))  # fmt: skip
-        bad = sum(1 for s in steps if not s.ok)
-        journal.record(steps, pins={}, state=JobState.FAILED if bad else JobState.SUCCEEDED,
-                       error=f"{bad} of {len(steps)} servers failed or could not be burned in" if bad else None)  # fmt: skip
-    order = {n: i for i, n in enumerate(names)}
-    results.sort(key=lambda b: (order.get(b.server, 1 << 30), b.slot if b.slot is not None else -1, b.device))
-    return RunResult(run_id, resumed, results, workload[0], time.monotonic() - t_start, rma, maint, notes)
+        servers = asyncio.run(burn_servers(p, todo, engine=engine, run_id=run_id, actor=actor, concurrency=concurrency,
+                                           progress=progress))  # fmt: skip
+        for d in servers:
+            results.extend(d.boards)
+        close_run(engine, run_id, journal, servers, [b.verdict for b in results])
+    sort_results(results, names)
+    return RunResult(run_id, resumed, results, max((d.workload_s for d in servers), default=0.0), time.monotonic() - t_start,
+                     [x for d in servers for x in d.rma], [d.server for d in servers if d.moved],
+                     {d.server: d.notes for d in servers})  # fmt: skip
 
 
 def _judge(p: Plan, sp: ServerPlan, outcome: HostOutcome, firmware: list[Any] | None,
@@ -506,4 +630,18 @@ def exit_code(verdict: str) -> int:
     return EXIT_BY_VERDICT.get(verdict, 4)
 
 
-__all__ = ["Plan", "RunResult", "exit_code", "plan", "run"]
+__all__ = [
+    "Plan",
+    "RunResult",
+    "ServerDone",
+    "board_from_row",
+    "burn_server",
+    "burn_servers",
+    "close_run",
+    "counts",
+    "exit_code",
+    "open_run",
+    "plan",
+    "run",
+    "sort_results",
+]
