@@ -81,6 +81,7 @@ def run(
     if level not in crit.LEVELS:
         raise InputError(f"{level!r} is not a level: use {', '.join(crit.LEVELS)}", field="--level")
     criteria = crit.load(criteria_file)
+    _check_engine(dry_run)
     with conn() as c:
         p = plan(c, kind=kind, targets=list(targets or []), level=level, duration=duration, criteria=criteria, force=force, grace=grace)
     state.fleet = fleet_label()
@@ -97,13 +98,55 @@ def run(
             typer.echo("nothing is due: every server carrying such boards was burned in since it last changed state "
                        "(name servers to burn them in again)", err=True)  # fmt: skip
         return
+    from fleetctl.config import temporal_address
+
+    address = temporal_address()  # the scale-out engine (docs/scale-out.md): the same run on the workers of each site
+
+    def go(progress: Any) -> Any:
+        if address:
+            return _through_temporal(p, address, restart=restart, concurrency=concurrency, progress=progress)
+        return run_burnin(p, restart=restart, concurrency=concurrency, progress=progress)
+
     live = sys.stderr.isatty() and output == Format.table
-    if live:
-        result = _with_live_table(p, lambda progress: run_burnin(p, restart=restart, concurrency=concurrency, progress=progress))
-    else:
-        result = run_burnin(p, restart=restart, concurrency=concurrency)
+    result = _with_live_table(p, go) if live else go(None)
     _report(p, result, output)
     raise typer.Exit(exit_code(result.worst))
+
+
+def _check_engine(dry_run: bool) -> None:
+    """With Temporal configured, the store must be PostgreSQL (a dry run only reads: it stays in process)."""
+    from fleetctl.config import database_url, temporal_address
+
+    if temporal_address() and not dry_run:
+        from fleetctl.scaleout.client import check_store
+
+        check_store(database_url())
+
+
+def _through_temporal(p: Any, address: str, *, restart: bool, concurrency: int, progress: Any) -> Any:
+    """The run as Temporal workflows, followed to its end; Ctrl-C (or SIGTERM) detaches: the run goes on on the workers."""
+    import signal
+
+    from fleetctl.cli.output import console
+    from fleetctl.config import temporal_namespace
+    from fleetctl.scaleout import burnin_client
+    from fleetctl.scaleout.client import Detached
+
+    def _term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _term)
+    try:
+        return burnin_client.run(p, restart=restart, concurrency=concurrency, address=address, namespace=temporal_namespace(),
+                                 progress=progress)  # fmt: skip
+    except Detached as d:
+        job = f"job {d.job}" if d.job is not None else f"workflow {d.workflow_id}"
+        console(stderr=True).print(f"detached: {job} goes on on the workers (Temporal workflow {d.workflow_id}); follow it with "
+                                   f"`fleetctl jobs show {d.job if d.job is not None else 'JOB'}`, then `fleetctl burnin show`",
+                                   highlight=False)  # fmt: skip
+        raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _with_live_table(p: Any, go: Any) -> Any:
