@@ -21,16 +21,11 @@ class ApplyTime(enum.StrEnum):
 
 def _baselines() -> dict[str, dict[str, str]]:
     """{server: {baseline component: version}} from each server's hardware model."""
-    from sqlalchemy import select
-
     from fleetctl.cli.common import conn
-    from fleetctl.inventory.queries import fb_t, srv_t
+    from fleetctl.workflows.firmware_campaign import baselines
 
-    want: dict[str, dict[str, str]] = {}
     with conn() as c:
-        for r in c.execute(select(srv_t.c.name, fb_t.c.component, fb_t.c.version).join(fb_t, fb_t.c.model_id == srv_t.c.model_id)):
-            want.setdefault(r.name, {})[r.component] = r.version
-    return want
+        return baselines(c)
 
 
 @app.command("list")
@@ -176,6 +171,15 @@ def update(
     args = {"image_base": image_base, "template": template, "components": sorted(component or []), "max_failures": str(threshold),
             "allow_downgrade": allow_downgrade, "apply_time": apply_time.value, "window": window, "push": push}  # fmt: skip
     waves = [servers[:canary]] + [servers[i : i + batch] for i in range(canary, len(servers), batch)]
+    request = None
+    if _temporal() and not dry_run:  # the scale-out engine (docs/scale-out.md); a dry run stays in process
+        from fleetctl.config import database_url
+        from fleetctl.scaleout.client import check_store
+        from fleetctl.scaleout.firmware_client import campaign_request
+
+        check_store(database_url())
+        request = campaign_request([[s.name for s in w] for w in waves if w], opts, label=" ".join(targets), args=args,
+                                   threshold=threshold, window=window, wait=not no_wait)  # fmt: skip
     if local:
         _check_local_images(servers, opts, want, ids, targets, output)
 
@@ -187,6 +191,8 @@ def update(
         report = run_waves(servers, waves, lambda n, w: run_with_progress(w, planner.dry_run, kind="firmware.plan", targets=targets,
                                                                            args={**args, "wave": n}, output=output),
                            planner, threshold=threshold, window=win, wait=False, clock=SystemClock(), dry_run=True)  # fmt: skip
+    elif request is not None:
+        report = _through_temporal(request, say)
     else:
         report = _campaign(servers, waves, opts, want, ids, targets, args, threshold, win, not no_wait, output, say)
     emit(report.rows, output, columns=["wave", "server", "component", "from", "to", "after", "result", "message"],
@@ -216,32 +222,57 @@ def _check_local_images(servers: list[Any], opts: Any, want: dict[str, dict[str,
         raise InputError(f"image {missing[0]} not found{more}; nothing was flashed", field="--image-base")
 
 
+def _temporal() -> str | None:
+    from fleetctl.config import temporal_address
+
+    return temporal_address()
+
+
+def _through_temporal(request: dict[str, Any], say: Any) -> Any:
+    """The campaign as Temporal workflows, followed to its end (the same report); Ctrl-C or SIGTERM detaches."""
+    import signal
+
+    from fleetctl.cli.output import console
+    from fleetctl.config import temporal_address, temporal_namespace
+    from fleetctl.scaleout.client import Detached
+    from fleetctl.scaleout.firmware_client import campaign
+    from fleetctl.workflows.firmware_campaign import WaveReport
+
+    def _term(signum: int, frame: Any) -> None:  # SIGTERM as Ctrl-C: detach, the run goes on on the workers
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _term)
+    address = temporal_address()
+    assert address is not None
+    try:
+        out = campaign(request, address, temporal_namespace(), say)
+    except Detached as d:
+        job = f"job {d.job}" if d.job is not None else f"workflow {d.workflow_id}"
+        console(stderr=True).print(f"detached: {job} goes on on the workers (Temporal workflow {d.workflow_id}); "
+                                   f"follow it with `fleetctl jobs show {d.job if d.job is not None else 'JOB'}`",
+                                   highlight=False)  # fmt: skip
+        raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return WaveReport(out["rows"], int(out["failed"]), bool(out["halted"]), bool(out["stopped"]))
+
+
 def _campaign(servers: list[Any], waves: list[list[Any]], opts: Any, want: dict[str, dict[str, str]], ids: dict[str, int],
               targets: list[str], args: dict[str, Any], threshold: Any, win: Any, wait: bool, output: Format,
               say: Any) -> Any:  # fmt: skip
     """The campaign proper: the servers locked (stale locks of dead runs recovered), a journaled job, the waves."""
     from fleetctl.cli.bmcrun import run_with_progress
     from fleetctl.inventory.service import actor
-    from fleetctl.lifecycle.locks import break_lock, owner_id, release, try_lock
-    from fleetctl.store import get_engine, immediate
-    from fleetctl.workflows.firmware_campaign import KIND, PREFIX, Campaign, WaveReport, _event, run_waves
+    from fleetctl.lifecycle.locks import owner_id, release
+    from fleetctl.store import get_engine
+    from fleetctl.workflows.firmware_campaign import KIND, PREFIX, Campaign, close_campaign, lock_servers, run_waves
     from fleetctl.workflows.firmware_policy import SystemClock
     from fleetctl.workflows.journal import AsyncJournal, JobState, Journal
 
     engine = get_engine()
     me, who = owner_id(), actor()
     names = [s.name for s in servers]
-    got, busy = try_lock(engine, names, purpose="firmware update", owner=me)
-    stale = [n for n, why in busy.items() if why.stale]
-    for n in stale:
-        old = break_lock(engine, n)
-        with immediate(engine) as conn:
-            _event(conn, actor=who, action="server.unlock", kind="server", name=n,
-                   detail=f"stale lock of {old} (process gone) recovered", reason="firmware campaign resumes")  # fmt: skip
-    if stale:
-        got2, busy2 = try_lock(engine, stale, purpose="firmware update", owner=me)
-        got += got2
-        busy = {**{n: w for n, w in busy.items() if n not in stale}, **busy2}
+    got, busy = lock_servers(engine, names, owner=me, who=who)
     journal = Journal.open(engine, kind=KIND, target=" ".join(targets), args=args, actor=who, prefix=PREFIX)
     aj = AsyncJournal(journal)
     campaign = Campaign(engine, aj, opts, want, ids, actor=who)
@@ -257,10 +288,4 @@ def _campaign(servers: list[Any], waves: list[list[Any]], opts: Any, want: dict[
         release(engine, got, owner=me)
         raise
     aj.close()
-    release(engine, got, owner=me)
-    rows = report.rows + [{"wave": None, "server": n, "component": None, "from": None, "to": None, "after": None,
-                           "result": "not attempted", "message": str(why)} for n, why in busy.items()]  # fmt: skip
-    bad = report.failed or report.halted or report.stopped_for_window or busy
-    why = f"{report.failed} server(s) failed" if report.failed else ("outside the window" if report.stopped_for_window else None)
-    journal.finish(JobState.FAILED if bad else JobState.SUCCEEDED, why)
-    return WaveReport(rows, report.failed, report.halted, report.stopped_for_window)
+    return close_campaign(engine, journal, got, owner=me, report=report, busy=busy)

@@ -27,6 +27,8 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
     from fleetctl.scaleout.activities import ProvisionActivities
     from fleetctl.scaleout.burnin_act import BurninActivities
     from fleetctl.scaleout.burnin_wf import BurninRun, BurninServer
+    from fleetctl.scaleout.firmware_act import FirmwareActivities
+    from fleetctl.scaleout.firmware_wf import FirmwareCampaign, FirmwareServer
     from fleetctl.scaleout.sweep import SweepActivities
     from fleetctl.scaleout.workflows import ProvisionRun, ProvisionServer, SweepRun
 
@@ -40,10 +42,12 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
         acts = ProvisionActivities(fleets)
         sweep = SweepActivities()
         burnin = BurninActivities()
-        site_worker = Worker(client, task_queue=site_queue(site), workflows=[ProvisionServer, BurninServer],
-                             activities=[*acts.all(), *sweep.site(), *burnin.site()], max_concurrent_activities=activities)  # fmt: skip
-        control = Worker(client, task_queue=CONTROL_QUEUE, workflows=[ProvisionRun, SweepRun, BurninRun],
-                         activities=[*acts.control(), *sweep.control(), *burnin.control()])  # fmt: skip
+        firmware = FirmwareActivities(fleets)
+        site_worker = Worker(client, task_queue=site_queue(site), workflows=[ProvisionServer, FirmwareServer, BurninServer],
+                             activities=[*acts.all(), *sweep.site(), *firmware.site(), *burnin.site()],
+                             max_concurrent_activities=activities)  # fmt: skip
+        control = Worker(client, task_queue=CONTROL_QUEUE, workflows=[ProvisionRun, SweepRun, FirmwareCampaign, BurninRun],
+                         activities=[*acts.control(), *sweep.control(), *firmware.control(), *burnin.control()])  # fmt: skip
         tasks = [asyncio.create_task(site_worker.run()), asyncio.create_task(control.run())]
         if ready is not None:
             ready(f"worker for site {site}: task queues {site_queue(site)} and {CONTROL_QUEUE} on {address} (namespace {namespace})")

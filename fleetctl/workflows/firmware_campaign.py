@@ -564,6 +564,26 @@ def rows_for(wave: int, run: ServerRun | None, server: str, error: str | None, *
     return out
 
 
+def server_rows(campaign: Campaign, wave: int, server: str, error: str | None, *, dry_run: bool = False) -> list[dict[str, Any]]:
+    """The rows of one server after :meth:`Campaign.op` (or its failure, ``error``) ran on it: both engines report through this."""
+    return rows_for(wave, campaign.results.get(server), server, error, dry_run=dry_run)
+
+
+def baselines(conn: Any, names: list[str] | None = None) -> dict[str, dict[str, str]]:
+    """{server: {baseline component: version}} from each server's hardware model (``names``: only those servers)."""
+    from sqlalchemy import select
+
+    from fleetctl.inventory.queries import fb_t, srv_t
+
+    q = select(srv_t.c.name, fb_t.c.component, fb_t.c.version).join(fb_t, fb_t.c.model_id == srv_t.c.model_id)
+    if names is not None:
+        q = q.where(srv_t.c.name.in_(names))
+    want: dict[str, dict[str, str]] = {}
+    for r in conn.execute(q):
+        want.setdefault(r.name, {})[r.component] = r.version
+    return want
+
+
 def run_waves(servers: list[Any], waves: list[list[Any]], runner: Callable[[int, list[Any]], list[Any]], campaign: Campaign, *,
               threshold: Threshold, window: Window | None, wait: bool, clock: Clock, dry_run: bool,
               say: Callable[[str], None] = lambda _: None) -> WaveReport:  # fmt: skip
@@ -575,7 +595,7 @@ def run_waves(servers: list[Any], waves: list[list[Any]], runner: Callable[[int,
     for n, wave in enumerate(w for w in waves if w):
         why_not = None
         if halted:
-            why_not = f"halted: {failed} server(s) failed, threshold {threshold}"
+            why_not = HALT_REASON.format(failed=failed, threshold=threshold)
         elif window is not None and not dry_run and not window.contains(clock.now()):
             delay = window.opens_in(clock.now())
             if not wait:
@@ -585,7 +605,7 @@ def run_waves(servers: list[Any], waves: list[list[Any]], runner: Callable[[int,
                 clock.sleep(delay)
                 stopped = not window.contains(clock.now())
             if stopped:
-                why_not = f"outside the maintenance window {window}; run again inside it (done components are not flashed again)"
+                why_not = WINDOW_REASON.format(window=window)
         if why_not:
             if stopped:
                 halted = True  # the waves after this one wait too
@@ -593,9 +613,91 @@ def run_waves(servers: list[Any], waves: list[list[Any]], runner: Callable[[int,
                       "result": "not attempted", "message": why_not} for s in wave]  # fmt: skip
             continue
         for o in runner(n, wave):
-            rows += rows_for(n, campaign.results.get(o.server), o.server, o.error, dry_run=dry_run)
+            rows += server_rows(campaign, n, o.server, o.error, dry_run=dry_run)
             if not o.ok:
                 failed += 1
         if not dry_run and threshold.reached(failed, total):
             halted = True
     return WaveReport(rows, failed, halted and not stopped, stopped)
+
+
+# ------------------------------------------------------- the campaign's job and locks
+# Shared by both engines: the command opens and closes them in process; on Temporal the parent
+# workflow's control activities call these very functions.
+
+LOCK_PURPOSE = "firmware update"
+
+
+def lock_servers(engine: Any, names: list[str], *, owner: str, who: str) -> tuple[list[str], dict[str, Any]]:
+    """Lock the campaign's servers; a lock a killed fleetctl of this host left is recovered (an event each).
+
+    Returns (locked, {name: why not}) as :func:`fleetctl.lifecycle.locks.try_lock`.
+    """
+    from fleetctl.lifecycle.locks import break_lock, try_lock
+    from fleetctl.store import immediate
+
+    got, busy = try_lock(engine, names, purpose=LOCK_PURPOSE, owner=owner)
+    stale = [n for n, why in busy.items() if why.stale]
+    for n in stale:
+        old = break_lock(engine, n)
+        with immediate(engine) as conn:
+            _event(conn, actor=who, action="server.unlock", kind="server", name=n,
+                   detail=f"stale lock of {old} (process gone) recovered", reason="firmware campaign resumes")  # fmt: skip
+    if stale:
+        got2, busy2 = try_lock(engine, stale, purpose=LOCK_PURPOSE, owner=owner)
+        got += got2
+        busy = {**{n: w for n, w in busy.items() if n not in stale}, **busy2}
+    return got, busy
+
+
+def busy_rows(busy: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report's rows of the servers another run holds: not attempted, with the holder."""
+    return [{"wave": None, "server": n, "component": None, "from": None, "to": None, "after": None, "result": "not attempted",
+             "message": str(why)} for n, why in busy.items()]  # fmt: skip
+
+
+def close_campaign(engine: Any, journal: Any, locked: list[str], *, owner: str, report: WaveReport, busy: dict[str, Any]) -> WaveReport:
+    """Release the locks and finish the campaign's job (failed when anything is left); the report with the busy servers' rows."""
+    from fleetctl.lifecycle.locks import release
+    from fleetctl.workflows.journal import JobState
+
+    release(engine, locked, owner=owner)
+    bad = report.failed or report.halted or report.stopped_for_window or busy
+    why = f"{report.failed} server(s) failed" if report.failed else ("outside the window" if report.stopped_for_window else None)
+    journal.finish(JobState.FAILED if bad else JobState.SUCCEEDED, why)
+    return WaveReport(report.rows + busy_rows(busy), report.failed, report.halted, report.stopped_for_window)
+
+
+# Why a wave is not attempted, as both engines say it (the Temporal workflow gets the templates in its input: it
+# cannot import this module).
+HALT_REASON = "halted: {failed} server(s) failed, threshold {threshold}"
+WINDOW_REASON = "outside the maintenance window {window}; run again inside it (done components are not flashed again)"
+
+
+def done_in_job(engine: Any, job_id: int, server_id: int) -> list[Flash]:
+    """The components a job already brought to the baseline on a server (its flash steps that succeeded).
+
+    A lost attempt's work, for the report of the attempt that resumes it in the same job: that one's
+    plan no longer lists them (they are at the baseline), yet the campaign flashed them.
+    """
+    from sqlalchemy import select
+
+    from fleetctl.store import tables as T
+    from fleetctl.workflows.journal import _load
+
+    s = T.job_step.c
+    q = (select(s.name, s.output).where(s.job_id == job_id, s.server_id == server_id, s.state == StepState.SUCCEEDED.value,
+                                        s.name.like(f"{PREFIX}flash.%")).order_by(s.id))  # fmt: skip
+    out = []
+    with engine.connect() as conn:
+        for r in conn.execute(q):
+            noted = _load(r.output) or {}
+            cid = r.name.removeprefix(f"{PREFIX}flash.")
+            f = Flash(cid, noted.get("key") or cid, noted.get("before"), noted.get("to") or noted.get("after") or "", None,
+                      noted.get("image") or "", UPDATE, state="updated", after=noted.get("after"), method=noted.get("method"))  # fmt: skip
+            if noted.get("activated_by") == "reset":
+                f.message = "staged, activated by a system reset"
+            elif noted.get("resumed"):
+                f.message = "the update in flight when the last run stopped went through; not flashed again"
+            out.append(f)
+    return out

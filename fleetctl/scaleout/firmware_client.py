@@ -1,0 +1,99 @@
+"""`fleetctl firmware update` on Temporal, from the command: the request, the start, the following."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from fleetctl.errors import FleetError, InputError
+from fleetctl.scaleout.client import Detached
+
+
+def campaign_request(waves: list[list[str]], options: Any, *, label: str, args: dict[str, Any], threshold: Any,
+                     window: str | None, wait: bool) -> dict[str, Any]:  # fmt: skip
+    """The parent workflow's input: names, waves, options, who, the report's texts; the store's URL without its password.
+
+    Raises:
+        InputError: an image location with a password (it would be kept in the workflow's history).
+    """
+    import os
+    from urllib.parse import urlsplit
+
+    from fleetctl.config import database_url
+    from fleetctl.inventory.service import actor
+    from fleetctl.scaleout.activities import store_id
+    from fleetctl.scaleout.client import ENV_HEARTBEAT
+    from fleetctl.scaleout.queues import HEARTBEAT_S
+    from fleetctl.workflows.firmware_campaign import HALT_REASON, WINDOW_REASON
+
+    if not options.base.startswith(("http://", "https://")) or urlsplit(options.base).password is not None:
+        # The images live where the command runs, or behind a password: neither belongs in a history, and a
+        # worker of another machine could not read the command's folder anyway.
+        if urlsplit(options.base).password is not None:
+            raise InputError("with FLEETCTL_TEMPORAL, --image-base must not carry a password: the workflow's history keeps "
+                             "its input; give the BMCs a URL without one", field="--image-base")  # fmt: skip
+        raise InputError("with FLEETCTL_TEMPORAL, --image-base must be an http(s) URL the site's workers and BMCs reach "
+                         "(a local folder is on this machine only); unset FLEETCTL_TEMPORAL to push from here",
+                         field="--image-base")  # fmt: skip
+    opts = asdict(options)
+    opts["only"] = sorted(options.only) if options.only else None
+    return {"names": [n for w in waves for n in w], "waves": waves, "label": label, "args": args, "options": opts,
+            "threshold": str(threshold), "window": window, "wait": wait, "actor": actor(), "store": store_id(database_url()),
+            "heartbeat_s": float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S),
+            "halt_reason": HALT_REASON, "window_reason": WINDOW_REASON}  # fmt: skip
+
+
+def campaign(req: dict[str, Any], address: str, namespace: str, say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Start the campaign's workflow and follow it to its end; its report (rows, failed, halted, stopped), job and workflow id.
+
+    Raises:
+        Detached: on Ctrl-C (KeyboardInterrupt), which leaves the workflow running.
+    """
+    wid = f"fleetctl-firmware-{uuid.uuid4().hex[:12]}"
+    job: list[int | None] = [None]
+
+    async def go() -> dict[str, Any]:
+        from temporalio.service import RPCError
+
+        from fleetctl.scaleout.client import connect
+        from fleetctl.scaleout.queues import CONTROL_QUEUE
+
+        client = await connect(address, namespace)
+        handle = await client.start_workflow("fleetctl.firmware", req, id=wid, task_queue=CONTROL_QUEUE)
+        result = asyncio.ensure_future(handle.result())
+        said: str | None = None
+        while True:
+            await asyncio.wait([result], timeout=1.0)
+            if result.done():
+                if isinstance(result.exception(), RPCError):  # the server restarts, or the network drops: follow again
+                    await asyncio.sleep(1.0)
+                    result = asyncio.ensure_future(handle.result())
+                    continue
+                break
+            try:
+                status = await handle.query("status")
+            except Exception:  # noqa: BLE001 - no worker has taken the workflow yet: nothing to show
+                continue
+            job[0] = status.get("job")
+            if status.get("waiting") and status["waiting"] != said:  # as in process: the wait for the window on stderr
+                said = status["waiting"]
+                say(said)
+        return dict(result.result())
+
+    try:
+        out = asyncio.run(go())
+    except KeyboardInterrupt:
+        raise Detached(wid, job[0]) from None
+    except Exception as e:
+        from temporalio.client import WorkflowFailureError
+
+        if isinstance(e, WorkflowFailureError):
+            raise FleetError(f"the firmware campaign's workflow {wid} failed: {e.cause or e}") from e
+        raise
+    # Temporal's JSON sorts a dict's keys: put each row's back in the report's order, so the output reads as in process.
+    order = ["wave", "server", "component", "from", "to", "after", "result", "message"]
+    rows = [{**{k: r[k] for k in order if k in r}, **r} for r in out["rows"]]
+    return {**out, "rows": rows, "workflow": wid}
