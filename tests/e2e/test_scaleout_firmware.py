@@ -9,9 +9,11 @@ which flashes no component twice; no workflow history holds the lab's BMC passwo
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -137,6 +139,14 @@ def test_the_same_campaign_on_both_engines(lab, cli, request, monkeypatch, engin
 
         assert c.execute(text("SELECT count(*) FROM server WHERE reservation IS NOT NULL")).scalar() == 0  # locks released
     eng.dispose()
+    # Outside the maintenance window with --no-wait: nothing flashed, the wave not attempted, exit 1.
+    now = dt.datetime.now(dt.UTC)
+    window = f"{now + dt.timedelta(hours=2):%H:%M}-{now + dt.timedelta(hours=3):%H:%M}"
+    r = cli("firmware", "update", OSA, "--image-base", BASE, "--window", window, "--no-wait", "--output", "json")
+    got["window"] = (r.code, [{k: v for k, v in x.items() if k != "fleet"} for x in json.loads(r.out)])
+    assert got["window"][0] == 1 and [x["result"] for x in got["window"][1]] == ["not attempted"], got["window"]
+    assert "outside the maintenance window" in got["window"][1][0]["message"]
+    assert counters(lab, OSA)["firmware_flashes"] == 0
     if engine == "temporal":
         _no_password_in_histories(os.environ["FLEETCTL_TEMPORAL"])
     SEEN[engine] = got
@@ -205,3 +215,47 @@ def test_a_worker_killed_mid_flash_leaves_the_run_to_the_other(lab, cli, tempora
     attempt, survivor = _completed_by(histories[f"firmware:{MN1}"], "fleetctl.firmware.server")
     assert attempt >= 2 and survivor != pid and survivor in {p.pid for p in workers.procs.values()}, (attempt, survivor, pid)
     print(f"killed {name} (pid {pid}); the campaign took {took:.1f} s")
+
+
+def test_ctrl_c_detaches_and_a_cancel_closes_the_job(lab, cli, temporal, workers):  # type: ignore[no-untyped-def]
+    from fleetctl.config import database_url
+
+    workers.start("tyo1-a", "tyo1")
+    workers.wait_ready()
+    _baseline("mn-server-2", "BIOS", "1.9.0")
+    _baseline("mn-server-2", "mncore2-board", "1.0.0")
+    proc = subprocess.Popen([str(BIN / "fleetctl"), "firmware", "update", MN1, "--image-base", BASE, "--poll", "0.3", "--output", "json"],
+                            env=dict(os.environ), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not _running_flash(database_url(), MN1):
+        assert proc.poll() is None and time.monotonic() < deadline, (proc.poll(), workers.logs())
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)  # as Ctrl-C: the command detaches, the run goes on
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "detached: job" in err, (proc.returncode, out, err)
+    wid = re.search(r"Temporal workflow (fleetctl-firmware-\w+)", err).group(1)  # type: ignore[union-attr]
+    job = int(re.search(r"detached: job (\d+)", err).group(1))  # type: ignore[union-attr]
+
+    async def cancel() -> str:
+        from temporalio.client import Client, WorkflowExecutionStatus
+
+        handle = (await Client.connect(temporal.address)).get_workflow_handle(wid)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING  # it went on without the command
+        await handle.cancel()
+        while (d := await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+            await asyncio.sleep(0.2)
+        return str(d.status.name)
+
+    assert asyncio.run(cancel()) == "CANCELED"
+    from sqlalchemy import text
+
+    eng = selected_engine()
+    with eng.connect() as c:  # the parent closed the job (interrupted) and released the lock
+        assert c.execute(text("SELECT state FROM job WHERE id = :j"), {"j": job}).scalar() == "interrupted"
+        assert c.execute(text("SELECT count(*) FROM server WHERE reservation IS NOT NULL")).scalar() == 0
+    eng.dispose()
+    # A later run settles what the cancelled one left running and finishes: no component flashed twice.
+    r = cli("firmware", "update", MN1, "--image-base", BASE, "--poll", "0.3", "--output", "json")
+    assert r.code == 0, (r.out, r.err, workers.logs())
+    c = counters(lab, MN1)
+    assert c["firmware_by_component"] == {"BIOS": 1, **dict.fromkeys(BOARDS, 1)}, c
