@@ -198,6 +198,9 @@ class FirmwareActivities:
             try:
                 # The driver's own sweep, as `workflows.bmc.run` in process: the same error texts, the same pinning.
                 [r] = await sweep_async("bmc", [target], campaign.op, fleets=self.fleets)
+            except FleetError as e:  # the server's BMC driver is not installed on this worker: no attempt would do better
+                return {"server": name, "ok": False, "error": str(e), "elapsed": 0.0, "summary": None, "fingerprint": None,
+                        "rows": server_rows(campaign, wave, name, str(e))}  # fmt: skip
             finally:
                 await asyncio.to_thread(journal.close)
             if earlier and name in campaign.results:
