@@ -28,7 +28,7 @@ import re
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -148,21 +148,12 @@ class ServerDone:
         return StepResult(self.server_id, v in ("pass", "degraded"), self.elapsed_s, output=f"{v}: {len(self.boards)} results",
                           error=self.error)  # fmt: skip
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ServerDone:
-        return cls(d["server"], int(d["server_id"]), [board_from_row(b) for b in d["boards"]], list(d["rma"]), bool(d["moved"]),
-                   list(d["notes"]), float(d["workload_s"]), float(d["elapsed_s"]), d["error"], bool(d.get("earlier")))  # fmt: skip
-
     def as_dict(self) -> dict[str, Any]:
-        return {"server": self.server, "server_id": self.server_id, "boards": [b.row() for b in self.boards], "rma": self.rma,
-                "moved": self.moved, "notes": self.notes, "workload_s": self.workload_s, "elapsed_s": self.elapsed_s,
-                "error": self.error, "earlier": self.earlier, "verdict": self.verdict}  # fmt: skip
-
-
-def board_from_row(row: dict[str, Any]) -> BoardResult:
-    """A :class:`BoardResult` back from its ``row()`` (telemetry stays in the store)."""
-    return BoardResult(row["server"], row["serial"], row["device"], row["slot"], row["verdict"], list(row["reasons"]),
-                       dict(row["metrics"]), resumed=bool(row.get("resumed")))  # fmt: skip
+        """Its summary as an activity's result: the boards' verdicts by device, not their reasons and metrics (the
+        store holds those; a run's results would outgrow what a workflow's payload may hold), and its journal row."""
+        return {"server": self.server, "server_id": self.server_id, "boards": {b.device: b.verdict for b in self.boards},
+                "rma": self.rma, "moved": self.moved, "notes": self.notes, "workload_s": self.workload_s, "elapsed_s": self.elapsed_s,
+                "error": self.error, "earlier": self.earlier, "verdict": self.verdict, "step": asdict(self.step())}  # fmt: skip
 
 
 def sort_results(results: list[BoardResult], names: list[str]) -> None:
@@ -329,6 +320,11 @@ def _open_run(engine: Any, p: Plan, *, restart: bool, actor: str) -> tuple[int, 
     return int(run_id), False, set()
 
 
+def stored_results(engine: Any, run_id: int, servers: set[str]) -> list[BoardResult]:
+    """The results a run stored of these servers (marked ``resumed``: the caller says which are of this pass)."""
+    return _stored(engine, run_id, servers)
+
+
 def _stored(engine: Any, run_id: int, servers: set[str]) -> list[BoardResult]:
     from fleetctl.store import tables as T
 
@@ -364,6 +360,29 @@ def recorded_already(engine: Any, run_id: int, server: str, server_id: int) -> S
                       earlier=True)  # fmt: skip
 
 
+def record_error(engine: Any, run_id: int, server: str, server_id: int, message: str, *, actor: str) -> ServerDone:
+    """A server that could not be burned in, for a reason outside the host (on Temporal: its activity never completed,
+    every attempt lost): its ``error`` result stored as the engine stores a host's error (unless an attempt stored one)."""
+    from fleetctl.models.base import utcnow
+    from fleetctl.store import tables as T
+
+    with engine.connect() as conn:
+        model = conn.execute(select(T.hardware_model.c.name).join(T.server, T.server.c.model_id == T.hardware_model.c.id)
+                             .where(T.server.c.name == server)).scalar() or ""  # fmt: skip
+    br = [_error_result(server, message)]
+    if _record(engine, run_id, server, model, br, actor=actor, started=utcnow()) is None:
+        earlier = recorded_already(engine, run_id, server, server_id)
+        if earlier is not None:
+            return earlier
+    return ServerDone(server, server_id, br, [], False, [], 0.0, 0.0, message)
+
+
+def _error_result(server: str, message: str) -> BoardResult:
+    """A server's one result when it could not be burned in: no board verdicts, the reason why."""
+    return BoardResult(server, None, "", None, "error", [{"criterion": "host", "severity": "error", "message": message, "evidence": {}}],
+                       {})  # fmt: skip
+
+
 def _firmware_drift(components: list[Any], baseline: dict[str, str], boards: list[BoardObservation]) -> None:
     """Board firmware that differs from the model's baseline, onto the board of its slot (``<kind>_slot<N>_...``)."""
     from fleetctl.workflows.firmware import baseline_key
@@ -378,7 +397,7 @@ def _firmware_drift(components: list[Any], baseline: dict[str, str], boards: lis
             by_slot[int(m.group(1))].firmware.append((comp.id, comp.version, baseline[key]))
 
 
-def _record(engine: Any, run_id: int, sp: ServerPlan, results: list[BoardResult], *, actor: str,
+def _record(engine: Any, run_id: int, server: str, model: str, results: list[BoardResult], *, actor: str,
             started: Any) -> tuple[list[str], bool] | None:  # fmt: skip
     """One server's results, board states, RMA entries and move to maintenance, in one transaction.
 
@@ -399,12 +418,12 @@ def _record(engine: Any, run_id: int, sp: ServerPlan, results: list[BoardResult]
     rma: list[str] = []
     moved = False
     with immediate(engine) as conn:
-        if conn.execute(select(T.burnin_result.c.id).where(T.burnin_result.c.run_id == run_id, T.burnin_result.c.server == sp.name)
+        if conn.execute(select(T.burnin_result.c.id).where(T.burnin_result.c.run_id == run_id, T.burnin_result.c.server == server)
                         .limit(1)).first() is not None:  # fmt: skip
             return None
         for b in results:
             conn.execute(insert(T.burnin_result).values(
-                run_id=run_id, server=sp.name, serial=b.serial, device=b.device, slot=b.slot, model=sp.model, verdict=b.verdict,
+                run_id=run_id, server=server, serial=b.serial, device=b.device, slot=b.slot, model=model, verdict=b.verdict,
                 reasons=b.reasons, metrics=b.metrics, telemetry=b.telemetry, started_at=started, finished_at=now))  # fmt: skip
             if b.serial is None:
                 continue
@@ -423,15 +442,15 @@ def _record(engine: Any, run_id: int, sp: ServerPlan, results: list[BoardResult]
                                       .where(T.board_rma.c.serial == b.serial, T.board_rma.c.closed_at.is_(None))).first()  # fmt: skip
                 if opened is None:
                     conn.execute(insert(T.board_rma).values(
-                        board_id=board.id, serial=b.serial, kind=board.kind, model=board.model, server=sp.name, slot=b.slot,
+                        board_id=board.id, serial=b.serial, kind=board.kind, model=board.model, server=server, slot=b.slot,
                         source=f"burnin:{run_id}", reason="; ".join(r["message"] for r in b.reasons if r["severity"] == "fail")[:1000],
                         evidence={"reasons": b.reasons, "metrics": b.metrics}, actor=actor, opened_at=now))  # fmt: skip
                     rma.append(b.serial)
         if rma:
-            row = conn.execute(select(T.server.c.state).where(T.server.c.name == sp.name)).first()
+            row = conn.execute(select(T.server.c.state).where(T.server.c.name == server)).first()
             if row is not None and row.state in TO_MAINTENANCE_FROM:
                 try:
-                    move(conn, sp.name, "maintenance", actor=actor, reason=f"burn-in run {run_id}: {len(rma)} board(s) failed, sent to RMA",
+                    move(conn, server, "maintenance", actor=actor, reason=f"burn-in run {run_id}: {len(rma)} board(s) failed, sent to RMA",
                          expected=row.state)  # fmt: skip
                     moved = True
                 except InvalidTransition:
@@ -498,7 +517,7 @@ async def burn_server(p: Plan, sp: ServerPlan, *, engine: Any, run_id: int, acto
         if done is not None:
             done.set()
     br = _judge(p, sp, outcome, firmware.get(sp.name), bmc_samples.get(sp.name, []))
-    recorded = await asyncio.to_thread(_record, engine, run_id, sp, br, actor=actor, started=started)
+    recorded = await asyncio.to_thread(_record, engine, run_id, sp.name, sp.model, br, actor=actor, started=started)
     earlier = recorded_already(engine, run_id, sp.name, sp.id) if recorded is None else None
     if earlier is not None:  # stored meanwhile by another attempt: what is stored stands, not this pass
         out = earlier
@@ -549,9 +568,8 @@ def open_run(engine: Any, p: Plan, *, restart: bool, actor: str, args: dict[str,
     return run_id, resumed, done_before, journal
 
 
-def close_run(engine: Any, run_id: int, journal: Any, servers: list[ServerDone], verdicts: list[str], *,
-              interrupted: bool = False) -> None:  # fmt: skip
-    """The run's counts and end, and the job: a row per server burned in this pass."""
+def close_run(engine: Any, run_id: int, journal: Any, steps: list[Any], verdicts: list[str], *, interrupted: bool = False) -> None:
+    """The run's counts and end, and the job: a row per server burned in this pass (``ServerDone.step()``)."""
     from fleetctl.models.base import utcnow
     from fleetctl.store import immediate
     from fleetctl.store import tables as T
@@ -560,7 +578,6 @@ def close_run(engine: Any, run_id: int, journal: Any, servers: list[ServerDone],
     with immediate(engine) as conn:
         conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == run_id).values(
             state="interrupted" if interrupted else "finished", finished_at=utcnow(), counts=counts(verdicts)))  # fmt: skip
-    steps = [s.step() for s in servers]
     bad = sum(1 for s in steps if not s.ok)
     state = JobState.INTERRUPTED if interrupted else (JobState.FAILED if bad else JobState.SUCCEEDED)
     error = f"{bad} of {len(steps)} servers failed or could not be burned in" if bad else ("interrupted" if interrupted else None)
@@ -592,7 +609,7 @@ def run(p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Pro
                                            progress=progress))  # fmt: skip
         for d in servers:
             results.extend(d.boards)
-        close_run(engine, run_id, journal, servers, [b.verdict for b in results])
+        close_run(engine, run_id, journal, [d.step() for d in servers], [b.verdict for b in results])
     sort_results(results, names)
     return RunResult(run_id, resumed, results, max((d.workload_s for d in servers), default=0.0), time.monotonic() - t_start,
                      [x for d in servers for x in d.rma], [d.server for d in servers if d.moved],
@@ -603,8 +620,7 @@ def _judge(p: Plan, sp: ServerPlan, outcome: HostOutcome, firmware: list[Any] | 
            bmc_samples: list[dict[str, Any]]) -> list[BoardResult]:  # fmt: skip
     """The boards' verdicts (or the server's error) from what the host and the BMC said."""
     if outcome.error:
-        return [BoardResult(sp.name, None, "", None, "error",
-                            [{"criterion": "host", "severity": "error", "message": outcome.error, "evidence": {}}], {})]  # fmt: skip
+        return [_error_result(sp.name, outcome.error)]
     if firmware:
         _firmware_drift(firmware, sp.baseline, outcome.observations)
     out = []
@@ -634,7 +650,6 @@ __all__ = [
     "Plan",
     "RunResult",
     "ServerDone",
-    "board_from_row",
     "burn_server",
     "burn_servers",
     "close_run",
@@ -642,6 +657,9 @@ __all__ = [
     "exit_code",
     "open_run",
     "plan",
+    "record_error",
+    "recorded_already",
     "run",
     "sort_results",
+    "stored_results",
 ]

@@ -63,7 +63,7 @@ class BurninActivities:
     def _open(self, req: dict[str, Any]) -> dict[str, Any]:
         from sqlalchemy import select, update
 
-        from fleetctl.burnin.engine import _stored, open_run
+        from fleetctl.burnin.engine import open_run, stored_results
         from fleetctl.errors import FleetError
         from fleetctl.lifecycle.locks import _refusal, lock_recovering, release
         from fleetctl.scaleout.activities import _own
@@ -92,9 +92,10 @@ class BurninActivities:
             conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == run_id).values(host=f"temporal:{wid}", pid=journal.job_id))
             sites = dict(conn.execute(select(T.server.c.name, T.site.c.name).join(T.rack, T.rack.c.id == T.server.c.rack_id)
                                       .join(T.site, T.site.c.id == T.rack.c.site_id).where(T.server.c.name.in_(names))).all())  # fmt: skip
-        stored = _stored(engine, run_id, done_before) if done_before else []
-        return {"run": run_id, "resumed": resumed, "job": journal.job_id, "owner": owner, "locked": got,
-                "stored": [b.row() for b in stored], "stored_servers": sorted(done_before),
+        stored: dict[str, dict[str, str]] = {}
+        for b in stored_results(engine, run_id, done_before) if done_before else []:
+            stored.setdefault(b.server, {})[b.device] = b.verdict
+        return {"run": run_id, "resumed": resumed, "job": journal.job_id, "owner": owner, "locked": got, "stored": stored,
                 "work": [{"server": s.name, "server_id": s.id, "site": sites[s.name]}
                          for s in p.servers if s.name not in done_before]}  # fmt: skip
 
@@ -122,15 +123,18 @@ class BurninActivities:
         await asyncio.to_thread(self._close, req)
 
     def _close(self, req: dict[str, Any]) -> None:
-        from fleetctl.burnin.engine import ServerDone, close_run
+        from fleetctl.burnin.engine import close_run, record_error
         from fleetctl.lifecycle.locks import release
         from fleetctl.store import get_engine
-        from fleetctl.workflows.journal import Journal
+        from fleetctl.workflows.journal import Journal, StepResult
 
         engine = get_engine()
+        run_id = int(req["run"])
         journal = Journal(engine, int(req["job"]), req["actor"], kind="burnin")
-        servers = [ServerDone.from_dict(d) for d in req["servers"]]
-        close_run(engine, int(req["run"]), journal, servers, list(req["verdicts"]), interrupted=bool(req["interrupted"]))
+        steps = [StepResult(**d) for d in req["steps"]]
+        for u in req["unstored"]:  # every attempt lost: the server's error result, stored as the engine stores a host's
+            steps.append(record_error(engine, run_id, u["server"], int(u["server_id"]), u["message"], actor=req["actor"]).step())
+        close_run(engine, run_id, journal, steps, list(req["verdicts"]), interrupted=bool(req["interrupted"]))
         release(engine, list(req["locked"]), owner=req["owner"])
 
     def site(self) -> list[Any]:

@@ -47,7 +47,7 @@ def run(p: Any, *, restart: bool, concurrency: int, address: str, namespace: str
         Locked: a server another workflow holds (nothing was touched).
         InputError: a worker refused the plan (a server changed since the command planned it, a credential missing there).
     """
-    from fleetctl.burnin.engine import RunResult, board_from_row, sort_results
+    from fleetctl.burnin.engine import RunResult, sort_results, stored_results
     from fleetctl.burnin.verdict import worst
     from fleetctl.scaleout.client import Detached
 
@@ -105,7 +105,13 @@ def run(p: Any, *, restart: bool, concurrency: int, address: str, namespace: str
         raise
     if out.get("refused"):
         raise (Locked if out.get("error") == "locked" else InputError)(out["refused"])
-    boards = [board_from_row(b) for b in out["boards"]]
+    # The boards, with their reasons and metrics, from the store the workers wrote (the workflow's result is a summary).
+    from fleetctl.config import database_url
+    from fleetctl.store import get_engine
+
+    boards = stored_results(get_engine(database_url()), int(out["run"]), set(req["names"]))
+    for b in boards:
+        b.resumed = b.server in out["earlier"]  # stored by an earlier pass of the run, as in process; the rest by this one
     sort_results(boards, req["names"])
     if progress is not None:  # the last states (the poll may have missed the end)
         for name in dict.fromkeys(b.server for b in boards):

@@ -90,11 +90,8 @@ class BurninRun:
         if opened.get("refused"):  # a server another workflow holds: nothing was touched (exit 2, as in process)
             return {"refused": opened["refused"], "error": opened["error"]}
         self.job, self.run_id = opened["job"], opened["run"]
-        for b in opened["stored"]:
-            row = self.rows.setdefault(b["server"], {**_row(b["server"], "done"), "resumed": True})
-            row["boards"][b["device"]] = b["verdict"]
-        for name in opened["stored_servers"]:
-            self.rows[name]["verdict"] = _worst(list(self.rows[name]["boards"].values()))
+        for name, boards in opened["stored"].items():  # done by an earlier (interrupted) pass of the run: not run again
+            self.rows[name] = {**_row(name, "done"), "resumed": True, "boards": boards, "verdict": _worst(list(boards.values()))}
         for w in opened["work"]:
             self.rows[w["server"]] = _row(w["server"], "waiting")
         gate = asyncio.Semaphore(max(1, int(req["concurrency"])))
@@ -111,12 +108,14 @@ class BurninRun:
             await workflow.execute_activity(
                 "fleetctl.burnin.close",
                 {"run": opened["run"], "job": opened["job"], "owner": opened["owner"], "locked": opened["locked"], "actor": req["actor"],
-                 "servers": done,
-                 "verdicts": [b["verdict"] for b in opened["stored"]] + [b["verdict"] for d in done for b in d["boards"]],
+                 "steps": [d["step"] for d in done if d["step"]], "unstored": [d["unstored"] for d in done if d.get("unstored")],
+                 "verdicts": [v for b in opened["stored"].values() for v in b.values()] + [v for d in done for v in d["boards"].values()],
                  "interrupted": interrupted},
                 task_queue=CONTROL_QUEUE, start_to_close_timeout=timedelta(minutes=10), retry_policy=STORE_RETRY)  # fmt: skip
+        # A summary: the boards' reasons and metrics are read from the store by the command (a fleet's would outgrow
+        # what one payload may hold).
         return {"run": opened["run"], "resumed": opened["resumed"], "job": opened["job"], "engine": "temporal",
-                "boards": opened["stored"] + [b for d in done for b in d["boards"]],
+                "earlier": sorted(opened["stored"]),
                 "workload_s": max((float(d["workload_s"]) for d in done), default=0.0),
                 "elapsed_s": round((workflow.now() - t0).total_seconds(), 2),
                 "rma": [s for d in done for s in d["rma"]], "to_maintenance": [d["server"] for d in done if d["moved"]],
@@ -135,17 +134,15 @@ class BurninRun:
             except (ChildWorkflowError, ActivityError) as e:  # attempts used up (workers lost again and again), or its time limit
                 out = _error(work, f"the burn-in activity did not complete: {e.cause or e}")
         done.append(out)
-        self.rows[name].update(stage="done", verdict=out["verdict"], error=out["error"],
-                               boards={b["device"]: b["verdict"] for b in out["boards"]})  # fmt: skip
+        self.rows[name].update(stage="done", verdict=out["verdict"], error=out["error"], boards=out["boards"])
 
 
 def _error(work: dict[str, Any], message: str) -> dict[str, Any]:
-    """A server the workflow could not burn in: one ``error`` row, as the engine gives a host that fails (not stored)."""
-    reason = {"criterion": "host", "severity": "error", "message": message, "evidence": {}}
-    board = {"server": work["server"], "serial": None, "device": "", "slot": None, "verdict": "error", "reasons": [reason],
-             "metrics": {}, "resumed": False}  # fmt: skip
-    return {"server": work["server"], "server_id": work["server_id"], "boards": [board], "rma": [], "moved": False, "notes": [],
-            "workload_s": 0.0, "elapsed_s": 0.0, "error": message, "earlier": False, "verdict": "error"}  # fmt: skip
+    """A server whose activity never completed: the ``error`` result the engine gives a host that fails, which the close
+    activity stores (``unstored``: no attempt could), and its journal row."""
+    return {"server": work["server"], "server_id": work["server_id"], "boards": {"": "error"}, "rma": [], "moved": False, "notes": [],
+            "workload_s": 0.0, "elapsed_s": 0.0, "error": message, "earlier": False, "verdict": "error", "step": None,
+            "unstored": {"server": work["server"], "server_id": work["server_id"], "message": message}}  # fmt: skip
 
 
 _RANK = {"pass": 0, "degraded": 1, "fail": 2, "error": 3}  # verdict.RANK

@@ -128,12 +128,15 @@ def test_the_same_burnin_on_both_engines(engine, lab, cli, temporal, workers, mo
                          "AND (reason LIKE 'burnin:%' OR reason LIKE 'burn-in run %') ORDER BY object_name, detail"),  # fmt: skip
         "run": [(x["run"], x["state"], x["pass"], x["degraded"], x["fail"], x["error"]) for x in runs],
         "jobs": [(j.get("state"), j.get("target")) for j in jobs],
+        "job_steps": _query("SELECT s.name, js.name, js.state, js.output, js.error FROM job_step js JOIN server s ON s.id = js.server_id "
+                            "JOIN job j ON j.id = js.job_id WHERE j.kind = 'burnin' ORDER BY s.name, js.id"),  # fmt: skip
         "locks": _query(f"SELECT name FROM server WHERE reservation IS NOT NULL AND name IN ('{MN1}', '{MN2}')"),
     }  # fmt: skip
     assert seen["report"]["servers"] == {MN1: "fail", MN2: "pass"} and seen["report"]["to_maintenance"] == [MN1], seen
     assert [b[3] for b in seen["boards"]] == ["pass"] * 3 + ["fail"] + ["pass"] * 4, seen["boards"]
     assert seen["boards"][3][4] == ("checksum",) and len(seen["rma"]) == 1 and servers == {MN1: "maintenance", MN2: "ready"}
     assert seen["run"] == [(doc["run"], "finished", 7, 0, 1, 0)] and seen["locks"] == [], seen
+    assert [(r[0], r[2], r[3]) for r in seen["job_steps"]] == [(MN1, "failed", "fail: 4 results"), (MN2, "succeeded", "pass: 4 results")]
     if engine == "temporal":
         histories = asyncio.run(_histories(temporal.address))
         ids = {k.partition("/")[0] for k in histories}
@@ -198,4 +201,7 @@ def test_a_worker_killed_mid_workload_another_stops_the_leftover_and_records_onc
     # Each server recorded once, and its job row once.
     assert _query("SELECT server, count(*) FROM burnin_result GROUP BY server ORDER BY server") == [(MN1, 4), (MN2, 4)]
     assert _query("SELECT state FROM burnin_run") == [("finished",)]
+    assert _query("SELECT s.name, js.state FROM job_step js JOIN server s ON s.id = js.server_id JOIN job j ON j.id = js.job_id "
+                  "WHERE j.kind = 'burnin' ORDER BY s.name") == [
+        (MN1, "succeeded"), (MN2, "succeeded")]  # fmt: skip
     assert _query(f"SELECT name FROM server WHERE reservation IS NOT NULL AND name IN ('{MN1}', '{MN2}')") == []
