@@ -3,11 +3,20 @@
 Reading the jobs first marks ``interrupted`` the ``running`` jobs whose
 process on this host is gone (killed); a running job of another host stays
 ``running`` and is shown with its host.
+
+``jobs cancel`` stops a running job the way Ctrl-C would: the embedded
+engine's process gets SIGTERM (which every command treats as Ctrl-C: the
+journal closed ``interrupted``, the locks released), a Temporal run's parent
+workflow is cancelled (its children with it; its ``close`` activity does the
+same closing).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+import socket
+import time
+from typing import Annotated, Any
 
 import typer
 
@@ -90,8 +99,189 @@ def show(job_id: int, output: OutputOpt = Format.table) -> None:
         ]
     doc = {k: (v.isoformat(timespec="seconds") if hasattr(v, "isoformat") else v) for k, v in dict(job._mapping).items()}
     doc["host"] = _host(job_owner(job.args))
+    if _engine(job.args) == "temporal":
+        doc.update(_temporal_status(job.args))
     if output != Format.table:
         emit_one({**doc, "steps": steps}, output)
         return
     emit_one(doc, output)
     emit(steps, output, title="Steps", columns=["server", "step", "state", "attempt", "started_at", "finished_at", "error"])
+
+
+def _engine(args: Any) -> str:
+    return str(args.get("engine") or "embedded") if isinstance(args, dict) else "embedded"
+
+
+def _temporal_status(args: dict[str, Any]) -> dict[str, Any]:
+    """A Temporal job's workflow and its live status, or why it could not be read (said plainly, never an error)."""
+    from fleetctl.config import temporal_address, temporal_namespace
+    from fleetctl.errors import FleetError
+
+    wid = args.get("workflow")
+    out: dict[str, Any] = {"workflow": wid}
+    address = temporal_address()
+    if not wid:
+        return out | {"workflow_status": "unknown: the job recorded no workflow id"}
+    if address is None:
+        return out | {"workflow_status": "not asked: FLEETCTL_TEMPORAL is not set (the journal above is the store's)"}
+    from fleetctl.scaleout.client import workflow_status
+
+    try:
+        st = workflow_status(str(wid), address, temporal_namespace())
+    except FleetError as e:
+        return out | {"workflow_status": f"unknown: {e}"}
+    out["workflow_status"] = st["status"]
+    live = st.get("live")
+    if isinstance(live, dict):
+        rows = live.get("servers") or []
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[str(r.get("result") or "running")] = counts.get(str(r.get("result") or "running"), 0) + 1
+        out["live"] = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no server started yet"
+        out["live_servers"] = rows
+    elif st.get("live_error"):
+        out["live"] = st["live_error"]
+    return out
+
+
+WaitOpt = Annotated[float, typer.Option("--wait", help="Seconds to wait for the job to end interrupted (0: do not wait).", min=0)]
+
+
+@app.command("cancel")
+def cancel(job_id: int, wait: WaitOpt = 60.0, output: OutputOpt = Format.table) -> None:
+    """Stop a running job as Ctrl-C would: its journal ends interrupted, its locks are released.
+
+    In process: SIGTERM to the job's own fleetctl process, on this host only. On Temporal: the run's
+    workflow is cancelled (FLEETCTL_TEMPORAL must be set). Exit 2 when the job cannot be cancelled
+    from here (finished, of another host, unknown); 1 when it is still running after --wait.
+    """
+    from sqlalchemy import select
+
+    from fleetctl.cli.common import announce_fleet, conn
+    from fleetctl.cli.output import emit_one
+    from fleetctl.errors import InputError, NotFound
+    from fleetctl.store import get_engine
+    from fleetctl.store import tables as T
+    from fleetctl.workflows.journal import JobState, job_owner, mark_interrupted
+
+    if wait != wait or wait == float("inf"):
+        raise InputError(f"{wait} is not a finite number >= 0", field="--wait")
+    engine = get_engine()
+    mark_interrupted(engine)
+    with conn() as c:
+        job = c.execute(select(T.job).where(T.job.c.id == job_id)).first()
+    if job is None:
+        raise NotFound(f"no job {job_id}")
+    announce_fleet(1, "job", output)
+    if job.state != JobState.RUNNING.value:
+        raise InputError(f"job {job_id} ({job.kind} {job.target}) is already {job.state}: nothing to cancel")
+    args = job.args if isinstance(job.args, dict) else {}
+    doc: dict[str, Any] = {"job": job_id, "kind": job.kind, "target": job.target, "engine": _engine(args)}
+    if doc["engine"] == "temporal":
+        doc.update(_cancel_temporal(job_id, args))
+    else:
+        doc.update(_cancel_process(job_id, job_owner(args), job.created_at))
+    t0 = time.monotonic()
+    state = _wait_for_end(engine, job_id, wait)
+    doc.update(state=state, waited_s=round(time.monotonic() - t0, 1))
+    emit_one(doc, output)
+    if state == JobState.RUNNING.value:
+        from fleetctl.cli.output import console
+
+        console(stderr=True).print(f"job {job_id} still running after {wait:g} s: see `fleetctl jobs show {job_id}`", highlight=False)
+        raise typer.Exit(1)
+
+
+def _cancel_temporal(job_id: int, args: dict[str, Any]) -> dict[str, Any]:
+    from fleetctl.config import temporal_address, temporal_namespace
+    from fleetctl.errors import InputError
+    from fleetctl.scaleout.client import cancel_workflow
+
+    wid = args.get("workflow")
+    if not wid:
+        raise InputError(f"job {job_id} runs on Temporal but recorded no workflow id: cancel it with the temporal CLI")
+    address = temporal_address()
+    if address is None:
+        raise InputError(f"job {job_id} runs on Temporal (workflow {wid}): set FLEETCTL_TEMPORAL (and its namespace) to cancel it")
+    namespace = temporal_namespace()
+    before = cancel_workflow(str(wid), address, namespace)
+    if before != "RUNNING":
+        did = f"workflow {wid} is already {before.lower()} on Temporal at {address}: nothing sent"
+    else:
+        did = f"cancellation of workflow {wid} (and its servers' workflows) requested from Temporal at {address} (namespace {namespace})"
+    return {"workflow": wid, "workflow_status": before, "action": did}
+
+
+def _cancel_process(job_id: int, owner: Any, created_at: Any) -> dict[str, Any]:
+    import signal
+
+    from fleetctl.errors import InputError
+
+    if owner is None or owner.host is None or owner.pid is None:
+        raise InputError(f"job {job_id} recorded no process it runs in (owner {owner}): it cannot be cancelled")
+    here = socket.gethostname()
+    if owner.host != here:
+        raise InputError(f"job {job_id} runs on host {owner.host} (pid {owner.pid}), not on {here}: "
+                         f"cancel it there (`fleetctl jobs cancel {job_id}` on {owner.host})")  # fmt: skip
+    why_not = _not_the_owner(owner.pid, created_at)
+    if why_not:
+        raise InputError(f"job {job_id}: pid {owner.pid} {why_not}; not signalled")
+    try:
+        os.kill(owner.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return {"pid": owner.pid, "action": f"process {owner.pid} ended before it was signalled"}
+    except PermissionError as e:
+        raise InputError(f"job {job_id}: pid {owner.pid} belongs to another user: cancel it as that user") from e
+    return {"pid": owner.pid, "host": here, "action": f"SIGTERM sent to fleetctl process {owner.pid} on {here}"}
+
+
+def _not_the_owner(pid: int, created_at: Any) -> str | None:
+    """Why ``pid`` is not the fleetctl process that opened the job (None: it is).
+
+    A pid is reused once its process is gone: the job's recorded pid may now be
+    anyone's process. Its owner is a fleetctl process (its command line says so)
+    that started before the job was opened; a process started after cannot be it.
+    Linux only (``/proc``); elsewhere nothing is signalled.
+    """
+    import datetime as dt
+    from pathlib import Path
+
+    proc = Path(f"/proc/{pid}")
+    try:
+        argv = (proc / "cmdline").read_bytes().split(b"\0")
+        stat = (proc / "stat").read_text()
+        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+    except FileNotFoundError:
+        return "is gone (the job is marked interrupted when read again)"
+    except (OSError, StopIteration, ValueError):
+        return "cannot be checked (no /proc): not known to be the job's process"
+    names = [os.path.basename(a.decode(errors="replace")) for a in argv[:3]]
+    if "fleetctl" not in names and not ("-m" in names and any(n.startswith("fleetctl") for n in names)):
+        return f"is not a fleetctl process now ({' '.join(names)[:80]}): its pid was reused"
+    # /proc/PID/stat: the fields after the command's ")" start at field 3; field 22 is the start time in clock ticks since boot.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if fields[0] == "Z":
+        return "has exited (a zombie not reaped yet)"
+    started = btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    if created_at is not None:
+        opened = (created_at.replace(tzinfo=dt.UTC) if created_at.tzinfo is None else created_at).timestamp()
+        if started > opened + 2.0:  # btime is whole seconds: a little slack
+            return "is a fleetctl process started after the job was opened: its pid was reused"
+    return None
+
+
+def _wait_for_end(engine: Any, job_id: int, wait: float) -> str:
+    """The job's state once it is no longer running, or ``running`` after ``wait`` seconds."""
+    from sqlalchemy import select
+
+    from fleetctl.store import tables as T
+    from fleetctl.workflows.journal import JobState, mark_interrupted
+
+    deadline = time.monotonic() + wait
+    while True:
+        mark_interrupted(engine)  # a process that died on the signal without closing its journal
+        with engine.connect() as c:
+            state = str(c.execute(select(T.job.c.state).where(T.job.c.id == job_id)).scalar_one())
+        if state != JobState.RUNNING.value or time.monotonic() >= deadline:
+            return state
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))

@@ -231,6 +231,12 @@ class ProvisionActivities:
             failure: Failure | None = None
             try:
                 await run.run_step(name, step, current.interrupted().get(step.name))
+            except asyncio.CancelledError:
+                # Cancelled (`fleetctl jobs cancel`): the step stops where it is, its row left running (the next run
+                # resumes from it). What it queued for the journal is written before the cancellation is reported, so
+                # nothing lands after the run has closed the job and released the locks.
+                await asyncio.shield(run.journal.drain())
+                raise
             except StepError as e:
                 failure = e.failure
             except FleetError as e:

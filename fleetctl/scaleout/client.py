@@ -127,7 +127,23 @@ def provision_request(names: list[str], options: Any, label: str) -> dict[str, A
 
     opts = {k: v for k, v in asdict(options).items() if k != "url"}
     return {"names": names, "options": opts, "label": label, "actor": actor(), "store": store_id(database_url()),
-            "heartbeat_s": float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S)}  # fmt: skip
+            "heartbeat_s": float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S), "sites": _sites(names)}  # fmt: skip
+
+
+def _sites(names: list[str]) -> dict[str, list[str]]:
+    """{site: its servers among ``names``}: where the parent runs the preflight (on a worker of each)."""
+    from sqlalchemy import select
+
+    from fleetctl.store import get_engine
+    from fleetctl.store import tables as T
+
+    q = (select(T.server.c.name, T.site.c.name.label("site")).join(T.rack, T.rack.c.id == T.server.c.rack_id)
+         .join(T.site, T.site.c.id == T.rack.c.site_id).where(T.server.c.name.in_(names)))  # fmt: skip
+    out: dict[str, list[str]] = {}
+    with get_engine().connect() as c:
+        for r in c.execute(q):
+            out.setdefault(r.site, []).append(r.name)
+    return {site: sorted(ns, key=names.index) for site, ns in sorted(out.items())}
 
 
 def provision(names: list[str], options: Any, label: str, address: str, namespace: str,
@@ -174,10 +190,25 @@ def provision(names: list[str], options: Any, label: str, address: str, namespac
         from temporalio.client import WorkflowFailureError
 
         if isinstance(e, WorkflowFailureError):
+            refused = _preflight_refusal(e)
+            if refused is not None:  # the same one line and exit 2 as in process; nothing was touched
+                raise refused from None
             raise FleetError(f"the provisioning workflow {wid} failed: {e.cause or e}") from e
         raise
     rows = [RemoteRow(r) for r in out.pop("servers")]
     return rows, {**out, "workflow": wid}
+
+
+def _preflight_refusal(e: Any) -> Any:
+    """The PreflightError of a run the parent refused on its sites' preflight reports; None for any other failure."""
+    from temporalio.exceptions import ApplicationError
+
+    from fleetctl.scaleout.preflight_act import REFUSED, refusal
+
+    cause = e.cause
+    if not isinstance(cause, ApplicationError) or cause.type != REFUSED or not cause.details:
+        return None
+    return refusal(list(cause.details[0]))
 
 
 async def _live(client: Any, status: dict[str, Any]) -> dict[str, Any]:
@@ -192,3 +223,66 @@ async def _live(client: Any, status: dict[str, Any]) -> dict[str, Any]:
 
     await asyncio.gather(*(child(n) for n, r in rows.items() if r.get("result") == "running"))
     return {"job": status.get("job"), "servers": rows}
+
+
+# How long `jobs show` and `jobs cancel` wait for Temporal before saying they cannot reach it (seconds).
+REACH_S = 10.0
+
+
+def workflow_status(workflow_id: str, address: str, namespace: str) -> dict[str, Any]:
+    """A run's parent workflow as Temporal has it: its status, and its live rows (the ``status`` query) while it runs.
+
+    Raises:
+        FleetError: Temporal cannot be reached (or does not know the workflow).
+    """
+
+    async def go() -> dict[str, Any]:
+        client = await asyncio.wait_for(connect(address, namespace), REACH_S)
+        handle = client.get_workflow_handle(workflow_id)
+        desc = await asyncio.wait_for(handle.describe(), REACH_S)
+        status = desc.status.name if desc.status is not None else "UNKNOWN"
+        out: dict[str, Any] = {"status": status}
+        if status == "RUNNING":
+            try:  # answered by a worker: none polling the control queue leaves the status alone
+                out["live"] = await asyncio.wait_for(handle.query("status"), REACH_S)
+            except Exception as e:  # noqa: BLE001 - the status stands without the live rows
+                out["live_error"] = f"no answer to the status query: {type(e).__name__}"
+        return out
+
+    return _run(go(), workflow_id, address, namespace)
+
+
+def cancel_workflow(workflow_id: str, address: str, namespace: str) -> str:
+    """Request the cancellation of a run's parent workflow; its status before (only a RUNNING one is cancelled).
+
+    The parent's children are cancelled with it (``ParentClosePolicy.REQUEST_CANCEL``), and its ``close``
+    activity marks the job interrupted and releases the locks.
+
+    Raises:
+        FleetError: Temporal cannot be reached (or does not know the workflow).
+    """
+
+    async def go() -> str:
+        client = await asyncio.wait_for(connect(address, namespace), REACH_S)
+        handle = client.get_workflow_handle(workflow_id)
+        desc = await asyncio.wait_for(handle.describe(), REACH_S)
+        status = desc.status.name if desc.status is not None else "UNKNOWN"
+        if status == "RUNNING":
+            await asyncio.wait_for(handle.cancel(), REACH_S)
+        return status
+
+    return _run(go(), workflow_id, address, namespace)
+
+
+def _run(coro: Any, workflow_id: str, address: str, namespace: str) -> Any:
+    """Run a short exchange with Temporal; every way it can fail is one FleetError naming the server and the workflow."""
+    from temporalio.service import RPCError
+
+    try:
+        return asyncio.run(coro)
+    except FleetError:
+        raise
+    except TimeoutError as e:
+        raise FleetError(f"cannot reach Temporal at {address} (namespace {namespace}): no answer within {REACH_S:g} s") from e
+    except RPCError as e:
+        raise FleetError(f"Temporal at {address} (namespace {namespace}) about workflow {workflow_id}: {e.message}") from e

@@ -29,6 +29,7 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
     from fleetctl.scaleout.burnin_wf import BurninRun, BurninServer
     from fleetctl.scaleout.firmware_act import FirmwareActivities
     from fleetctl.scaleout.firmware_wf import FirmwareCampaign, FirmwareServer
+    from fleetctl.scaleout.preflight_act import preflight
     from fleetctl.scaleout.sweep import SweepActivities
     from fleetctl.scaleout.workflows import ProvisionRun, ProvisionServer, SweepRun
 
@@ -44,7 +45,7 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
         burnin = BurninActivities()
         firmware = FirmwareActivities(fleets)
         site_worker = Worker(client, task_queue=site_queue(site), workflows=[ProvisionServer, FirmwareServer, BurninServer],
-                             activities=[*acts.all(), *sweep.site(), *firmware.site(), *burnin.site()],
+                             activities=[*acts.all(), *sweep.site(), *firmware.site(), preflight, *burnin.site()],
                              max_concurrent_activities=activities)  # fmt: skip
         control = Worker(client, task_queue=CONTROL_QUEUE, workflows=[ProvisionRun, SweepRun, FirmwareCampaign, BurninRun],
                          activities=[*acts.control(), *sweep.control(), *firmware.control(), *burnin.control()])  # fmt: skip

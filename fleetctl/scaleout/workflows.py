@@ -18,7 +18,13 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+    is_cancelled_exception,
+)
 
 with workflow.unsafe.imports_passed_through():
     from fleetctl.scaleout.queues import CONTROL_QUEUE, STEP_ATTEMPTS, STEP_TIMEOUT_S, site_queue
@@ -55,12 +61,19 @@ class ProvisionServer:
         self.row.update(resumed=begun["resumed"], state=begun["state"], status="running")
         failure: dict[str, Any] | None = None
         for step in begun["todo"]:
+            if workflow.cancellation_reason() is not None:  # cancelled while the last step ran to its end: no next step
+                raise asyncio.CancelledError
             self.row.update(step=step, status="running")
             try:
+                # Cancelled (`fleetctl jobs cancel`), the run waits for the step to stop on its worker before the parent
+                # closes the job and releases the locks: never a step still acting on a server another run may lock.
                 out = await workflow.execute_activity(
                     "fleetctl.provision.step", {**req, "step": step}, start_to_close_timeout=timedelta(seconds=STEP_TIMEOUT_S[step]),
-                    heartbeat_timeout=heartbeat, retry_policy=STEP_RETRY)  # fmt: skip
+                    heartbeat_timeout=heartbeat, retry_policy=STEP_RETRY,
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)  # fmt: skip
             except ActivityError as e:  # attempts used up (workers lost again and again), or the step's own time limit
+                if workflow.cancellation_reason() is not None:  # or cancelled: the step stopped, its row left running to resume
+                    raise asyncio.CancelledError from e
                 failure = {"step": step, "kind": "timeout", "reason": f"the activity did not complete: {e.cause or e}"}
                 break
             self.row["state"] = out["state"]
@@ -94,6 +107,14 @@ class ProvisionRun:
     @workflow.run
     async def run(self, req: dict[str, Any]) -> dict[str, Any]:
         t0 = workflow.now()
+        # The preflight on a worker of each site involved (the credentials are resolved there: docs/security.md),
+        # before the job is opened or anything locked: a problem on any site refuses the whole run, as in process.
+        sites: dict[str, list[str]] = req.get("sites") or {}
+        reports = await asyncio.gather(*(workflow.execute_activity(
+            "fleetctl.provision.preflight", {**req, "servers": names}, task_queue=site_queue(site),
+            start_to_close_timeout=timedelta(minutes=10), retry_policy=STEP_RETRY) for site, names in sorted(sites.items())))  # fmt: skip
+        if any(reports):  # the type the command maps back to its PreflightError (fleetctl.scaleout.preflight_act.REFUSED)
+            raise ApplicationError("provision refused by the preflight", list(reports), type="PreflightRefused", non_retryable=True)
         opened = await workflow.execute_activity("fleetctl.provision.open", req, task_queue=CONTROL_QUEUE,
                                                  start_to_close_timeout=timedelta(minutes=10), retry_policy=STORE_RETRY)  # fmt: skip
         self.job = opened["job"]
@@ -106,7 +127,9 @@ class ProvisionRun:
             interrupted = True
             raise
         finally:
-            failed = sum(1 for r in self.rows.values() if r["result"] in ("failed", "locked", "refused", "running"))
+            # Interrupted, a server stopped in the middle is not a failure (as in process): the next run resumes it.
+            not_ready = ("failed", "locked", "refused") if interrupted else ("failed", "locked", "refused", "running")
+            failed = sum(1 for r in self.rows.values() if r["result"] in not_ready)
             await workflow.execute_activity(
                 "fleetctl.provision.close",
                 {"job": opened["job"], "owner": opened["owner"], "locked": [w["server"] for w in opened["work"]], "failed": failed,
@@ -126,6 +149,9 @@ class ProvisionRun:
         except WorkflowAlreadyStartedError:
             row = {**self.rows[name], "result": "locked", "error": f"another run works it (workflow provision:{name})"}
         except ChildWorkflowError as e:
+            if workflow.cancellation_reason() is not None and is_cancelled_exception(e):  # cancelled with the run
+                self.rows[name] = {**self.rows[name], "status": "cancelled"}
+                raise asyncio.CancelledError from e  # not the child's error: the run's gather then ends as cancelled
             row = {**self.rows[name], "result": "failed", "error": f"internal error: {e.cause or e}"}
         self.rows[name] = row
 

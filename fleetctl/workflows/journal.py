@@ -380,6 +380,10 @@ class AsyncJournal:
     def close(self) -> None:
         self._writer.shutdown(wait=True)
 
+    async def drain(self) -> None:
+        """Wait until every write queued so far is in the store (without closing the journal)."""
+        await self._call(lambda: None)
+
     async def passes(self, server_ids: Iterable[int]) -> dict[int, Pass]:
         return await self._call(self.journal.passes, list(server_ids))
 

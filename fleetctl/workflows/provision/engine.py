@@ -309,12 +309,17 @@ class Provisioner:
                 if step.name not in done:
                     await self.run_step(name, step, interrupted.get(step.name))
             await self.ready(name)
-        except StepError as e:
-            await self._failed(name, e.failure)
-        except FleetError as e:
-            await self._failed(name, Failure(p.step, ErrorKind.FLEET, str(e)))
-        except Exception as e:  # noqa: BLE001 - a bug on one server must not stop the others
-            await self._failed(name, Failure(p.step, ErrorKind.INTERNAL, f"{e.__class__.__name__}: {e}"))
+        except Exception as e:  # a bug on one server must not stop the others
+            if _cancelling():
+                # The run is interrupted (Ctrl-C, SIGTERM, `jobs cancel`): what failed on the way out (a BMC logout on a
+                # session already closed) is no failure of the server. It stays where it stopped, for the next run.
+                raise asyncio.CancelledError from e
+            if isinstance(e, StepError):
+                await self._failed(name, e.failure)
+            elif isinstance(e, FleetError):
+                await self._failed(name, Failure(p.step, ErrorKind.FLEET, str(e)))
+            else:
+                await self._failed(name, Failure(p.step, ErrorKind.INTERNAL, f"{e.__class__.__name__}: {e}"))
         finally:
             self.ansible.gone(name)
             p.cpu_s = time.thread_time() - cpu0
@@ -339,6 +344,8 @@ class Provisioner:
         try:
             output = await step.run(StepCall(self, ctx, sid, noted))
         except (TimeoutError, FleetError, OSError) as e:
+            if _cancelling():  # interrupted: the step's row stays running (the resume point), not failed
+                raise asyncio.CancelledError from e
             failure = Failure.of(step.name, e)
             await journal.end_step(sid, StepState.FAILED, error=failure.reason)
             raise StepError(failure) from e
@@ -377,6 +384,12 @@ class Provisioner:
         if "boot" in done and boot is not None and boot.finished_at is not None:
             self.boot_done_at[ctx.name] = boot.finished_at.timestamp()
         return done, p.interrupted()
+
+
+def _cancelling() -> bool:
+    """Whether the current task is being cancelled (its run interrupted), whatever error its clean-up raised since."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def provision(
