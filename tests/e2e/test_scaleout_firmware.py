@@ -256,7 +256,7 @@ def test_ctrl_c_detaches_and_a_cancel_closes_the_job(lab, cli, temporal, workers
         await handle.cancel()
         while (d := await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
             await asyncio.sleep(0.2)
-        return str(d.status.name)
+        return str(d.status.name if d.status is not None else None)
 
     assert asyncio.run(cancel()) == "CANCELED"
     from sqlalchemy import text
