@@ -60,11 +60,14 @@ class Moment:
             f" +{self.after_s:g}s" if self.after_s else "")  # fmt: skip
 
 
-# Twenty moments, in the workflow's order: before, during and after every step.
+# Twenty moments, in the workflow's order: before, during and after every step. The BIOS
+# step (one PATCH) is over in an instant: the MN-Core servers, at their firmware baseline,
+# reach it while the GPU server is still flashing, so "bios running" comes before the
+# GPU's flash; once the GPU's eight flashes are done, no server would have it ahead.
 MOMENTS = [
-    Moment("bmc", False), Moment("inspect", True),
+    Moment("bmc", False), Moment("inspect", True), Moment("bios", False),
     Moment("firmware", False, "updating"), Moment("firmware", False, "updating", 1.0), Moment("firmware", True),
-    Moment("bios", False), Moment("bios", True),
+    Moment("bios", True),
     Moment("vlan-provisioning", False), Moment("vlan-provisioning", True),
     Moment("boot", False, "power_action"), Moment("boot", True),
     Moment("os", False), Moment("os", False, None, 1.5), Moment("os", True),
