@@ -80,6 +80,7 @@ class BurninActivities:
         # The locks' holder is the workflow, not this worker's process: the run goes on if this worker dies, and its
         # locks are then not "stale" (a holder that is no user:host:pid is never taken for gone).
         owner = f"{req['actor']}:temporal:{wid}"
+        release(engine, names, owner=owner)  # an earlier attempt of this activity, lost after it locked: this run's own locks
         got, refused = lock_recovering(engine, names, purpose=f"burnin --{p.kind}", reason="burn-in resumes", owner=owner)
         if refused:
             release(engine, got, owner=owner)

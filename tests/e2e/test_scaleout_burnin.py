@@ -205,3 +205,27 @@ def test_a_worker_killed_mid_workload_another_stops_the_leftover_and_records_onc
                   "WHERE j.kind = 'burnin' ORDER BY s.name") == [
         (MN1, "succeeded"), (MN2, "succeeded")]  # fmt: skip
     assert _query(f"SELECT name FROM server WHERE reservation IS NOT NULL AND name IN ('{MN1}', '{MN2}')") == []
+
+
+def test_sigterm_detaches_and_the_run_finishes_on_the_workers(lab, temporal, workers: Workers, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    workers.start("tyo1", "tyo1")
+    workers.wait_ready()
+    _faults(lab, MN1, ["healthy"] * 4)
+    _faults(lab, MN2, ["healthy", "hang", "healthy", "healthy"])  # still running when the command goes
+    proc = subprocess.Popen([str(BIN / "fleetctl"), "burnin", "--mncore", MN1, MN2, "--duration", "2", "--grace", "4", "-o", "json"],
+                            env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    pgid = Path(lab["hosts"][MN2]["dir"]) / "root/var/tmp/fleetctl-burnin/pgid"
+    deadline = time.monotonic() + 90
+    while not pgid.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, workers.logs()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "detached" in err and not out.strip(), (proc.returncode, out, err)
+    # Not cancelled: the workers finish the run (the hung board is killed after duration + grace) and close it.
+    while _query("SELECT state FROM burnin_run") != [("finished",)]:
+        assert time.monotonic() < deadline, (_query("SELECT state FROM burnin_run"), workers.logs())
+        time.sleep(0.5)
+    got = dict(_query("SELECT verdict, count(*) FROM burnin_result GROUP BY verdict"))
+    assert got == {"pass": 7, "fail": 1}, got  # the hung board
+    assert _query(f"SELECT name FROM server WHERE reservation IS NOT NULL AND name IN ('{MN1}', '{MN2}')") == []
