@@ -605,8 +605,20 @@ def run(p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Pro
         for s in p.servers:
             if s.name in done_before and progress:
                 progress(s.name, "done", {"verdict": worst([b.verdict for b in results if b.server == s.name]), "resumed": True})
-        servers = asyncio.run(burn_servers(p, todo, engine=engine, run_id=run_id, actor=actor, concurrency=concurrency,
-                                           progress=progress))  # fmt: skip
+        try:
+            servers = asyncio.run(burn_servers(p, todo, engine=engine, run_id=run_id, actor=actor, concurrency=concurrency,
+                                               progress=progress))  # fmt: skip
+        except BaseException:
+            # Ctrl-C or SIGTERM (`fleetctl jobs cancel`): the job and the run end interrupted now, as a killed run's are
+            # found later (the run left to resume: no counts, no finished_at); the lock is released on the way out.
+            from fleetctl.store import immediate
+            from fleetctl.store import tables as T
+            from fleetctl.workflows.journal import JobState
+
+            journal.finish(JobState.INTERRUPTED, "interrupted")
+            with immediate(engine) as conn:
+                conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == run_id).values(state="interrupted"))
+            raise
         for d in servers:
             results.extend(d.boards)
         close_run(engine, run_id, journal, [d.step() for d in servers], [b.verdict for b in results])

@@ -128,6 +128,51 @@ def test_cancel_stops_an_embedded_provision_like_ctrl_c(lab, cli, tmp_path):  # 
     assert time.monotonic() - t0 < 60
 
 
+@pytest.fixture
+def burnin_lab(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """An MN-Core server installed by the lab, ready to be burned in (as tests/e2e/test_burnin.py has it)."""
+    pytest.importorskip("asyncssh")
+    from tests_helpers_bmc import install_hosts
+
+    state = tmp_path / "lab"
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(state))
+    r = lab_up(cli, monkeypatch, "--power-transition", "0.2", "--install-time", "1", "--os-boot-time", "0.2",
+               "--server", "mn-tyo1-r12-01")  # fmt: skip
+    assert r.code == 0, r.err
+    doc = lab_doc(state)
+    try:
+        install_hosts(cli, doc, ["mn-tyo1-r12-01"])
+        yield doc
+    finally:
+        cli("lab", "down")
+
+
+@_marks(pytest.mark.slow, *NEEDS_LAB[2:], pytest.mark.parametrize("db_url", ["sqlite"], indirect=True))
+def test_cancel_stops_an_embedded_burnin_and_closes_its_job_and_run(burnin_lab, cli):  # type: ignore[no-untyped-def]
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(FLEETCTL), "burnin", "--mncore", "mn-tyo1-r12-01", "--duration", "60", "--grace", "3", "-o", "json"],
+                            env=dict(os.environ), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+    try:
+        job = _wait(lambda: (_q("SELECT max(id) FROM job WHERE kind = 'burnin'") or [(None,)])[0][0], 60, "the job opened", proc)
+        time.sleep(1.0)  # into its workload on the host
+        r = cli("jobs", "cancel", str(job), "--wait", "30", "--output", "json")
+        assert r.code == 0, (r.err, r.out)
+        doc = json.loads(r.out)
+        assert doc["state"] == "interrupted" and doc["pid"] == proc.pid, doc
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130
+    # Closed by the command itself (not found later with its process gone), the run left to resume.
+    assert _q("SELECT state, error FROM job WHERE id = :j", j=job) == [("interrupted", "interrupted")]
+    assert [r[0] for r in _q("SELECT state FROM burnin_run")] == ["interrupted"]
+    assert _q("SELECT name FROM server WHERE reservation IS NOT NULL") == []
+    assert time.monotonic() - t0 < 60
+
+
 def _fake_job(owner: str) -> int:
     """A running provision job whose process is ``owner`` (USER:HOST:PID)."""
     from fleetctl.store import get_engine
