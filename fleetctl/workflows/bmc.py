@@ -67,7 +67,11 @@ def run(
             progress(done + n_done, total, result.target, result.ok)
 
     # Each server's BMC driver (``BMCTarget.driver``) sweeps its own servers; results come back in order.
-    results = sweep("bmc", targets, operation, concurrency=concurrency, progress=on_result)
+    try:
+        results = sweep("bmc", targets, operation, concurrency=concurrency, progress=on_result)
+    except BaseException:  # Ctrl-C or SIGTERM (`fleetctl jobs cancel`): the job ends interrupted now, not once found dead
+        journal.finish(JobState.INTERRUPTED, "interrupted")
+        raise
     for r in results:
         outcomes[r.target] = Outcome(r.target, r.ok, r.value, r.error, r.elapsed)
 

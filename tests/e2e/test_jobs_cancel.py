@@ -173,6 +173,44 @@ def test_cancel_stops_an_embedded_burnin_and_closes_its_job_and_run(burnin_lab, 
     assert time.monotonic() - t0 < 60
 
 
+@pytest.fixture
+def fw_lab(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """Lab BMCs whose flashes take a while (a GPU server has 8 components to flash)."""
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
+    r = lab_up(cli, monkeypatch, "--power-transition", "0.2", "--firmware-time", "2", *serve(["gpu-tyo1-r12-19"]))
+    assert r.code == 0, r.err
+    yield lab_doc(tmp_path / "lab")
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
+    assert cli("lab", "down").code == 0
+
+
+@_marks(pytest.mark.slow, pytest.mark.parametrize("db_url", ["sqlite"], indirect=True))
+def test_cancel_stops_an_embedded_firmware_update(fw_lab, cli):  # type: ignore[no-untyped-def]
+    from fleetctl.workflows.firmware_campaign import KIND
+
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(FLEETCTL), "firmware", "update", "gpu-tyo1-r12-19", "--image-base", "http://127.0.0.1:9/fw",
+                             "--allow-downgrade", "--poll", "0.2", "-o", "json"], env=dict(os.environ), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    try:
+        job = _wait(lambda: (_q("SELECT max(id) FROM job WHERE kind = :k", k=KIND) or [(None,)])[0][0], 60, "the job opened", proc)
+        _wait(lambda: _q("SELECT 1 FROM job_step WHERE job_id = :j AND state = 'running'", j=job), 60, "a flash running", proc)
+        r = cli("jobs", "cancel", str(job), "--wait", "30", "--output", "json")
+        assert r.code == 0, (r.err, r.out)
+        assert json.loads(r.out)["state"] == "interrupted"
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130
+    [(state, error)] = _q("SELECT state, error FROM job WHERE id = :j", j=job)
+    assert state == "interrupted" and not error.startswith("interrupted: its process"), error  # closed by the command
+    assert _q("SELECT id, kind, error FROM job WHERE state = 'running'") == []  # its wave's job too
+    assert _q("SELECT name FROM server WHERE reservation IS NOT NULL") == []
+    assert time.monotonic() - t0 < 60
+
+
 def _fake_job(owner: str) -> int:
     """A running provision job whose process is ``owner`` (USER:HOST:PID)."""
     from fleetctl.store import get_engine
