@@ -193,6 +193,11 @@ def provision(names: list[str], options: Any, label: str, address: str, namespac
             refused = _preflight_refusal(e)
             if refused is not None:  # the same one line and exit 2 as in process; nothing was touched
                 raise refused from None
+            from temporalio.exceptions import CancelledError
+
+            if isinstance(e.cause, CancelledError):  # `fleetctl jobs cancel`: as an interrupted run in process, exit 130
+                which = f"job {job[0]}" if job[0] is not None else "its job"
+                raise FleetError(f"the provisioning workflow {wid} was cancelled: {which} interrupted", exit_code=130) from e
             raise FleetError(f"the provisioning workflow {wid} failed: {e.cause or e}") from e
         raise
     rows = [RemoteRow(r) for r in out.pop("servers")]
