@@ -158,6 +158,14 @@ def update(
     threshold = Threshold.parse(max_failures)
     win = Window.parse(window) if window else None
     check_template(template, image_base)
+    temporal = bool(_temporal()) and not dry_run  # the scale-out engine (docs/scale-out.md); a dry run stays in process
+    if temporal:
+        from fleetctl.config import database_url
+        from fleetctl.scaleout.client import check_store
+        from fleetctl.scaleout.firmware_client import check_image_base
+
+        check_store(database_url())
+        check_image_base(image_base)
     servers = resolve(targets, output)
     refuse_in_service(servers, allow_in_service)
     from fleetctl.preflight import for_firmware
@@ -172,12 +180,9 @@ def update(
             "allow_downgrade": allow_downgrade, "apply_time": apply_time.value, "window": window, "push": push}  # fmt: skip
     waves = [servers[:canary]] + [servers[i : i + batch] for i in range(canary, len(servers), batch)]
     request = None
-    if _temporal() and not dry_run:  # the scale-out engine (docs/scale-out.md); a dry run stays in process
-        from fleetctl.config import database_url
-        from fleetctl.scaleout.client import check_store
+    if temporal:
         from fleetctl.scaleout.firmware_client import campaign_request
 
-        check_store(database_url())
         request = campaign_request([[s.name for s in w] for w in waves if w], opts, label=" ".join(targets), args=args,
                                    threshold=threshold, window=window, wait=not no_wait)  # fmt: skip
     if local:

@@ -12,15 +12,28 @@ from fleetctl.errors import FleetError, InputError
 from fleetctl.scaleout.client import Detached
 
 
-def campaign_request(waves: list[list[str]], options: Any, *, label: str, args: dict[str, Any], threshold: Any,
-                     window: str | None, wait: bool) -> dict[str, Any]:  # fmt: skip
-    """The parent workflow's input: names, waves, options, who, the report's texts; the store's URL without its password.
+def check_image_base(base: str) -> None:
+    """Refuse, before anything is read, an image location the Temporal engine cannot use.
 
     Raises:
-        InputError: an image location with a password (it would be kept in the workflow's history).
+        InputError: a local folder (on this machine only: a worker of another machine could not read it), or a URL with
+            a password (the workflow's history keeps its input).
     """
-    import os
     from urllib.parse import urlsplit
+
+    if not base.startswith(("http://", "https://")):
+        raise InputError("with FLEETCTL_TEMPORAL, --image-base must be an http(s) URL the site's workers and BMCs reach "
+                         "(a local folder is on this machine only); unset FLEETCTL_TEMPORAL to push from here",
+                         field="--image-base")  # fmt: skip
+    if urlsplit(base).password is not None:
+        raise InputError("with FLEETCTL_TEMPORAL, --image-base must not carry a password: the workflow's history keeps "
+                         "its input; give the BMCs a URL without one", field="--image-base")  # fmt: skip
+
+
+def campaign_request(waves: list[list[str]], options: Any, *, label: str, args: dict[str, Any], threshold: Any,
+                     window: str | None, wait: bool) -> dict[str, Any]:  # fmt: skip
+    """The parent workflow's input: names, waves, options, who, the report's texts; the store's URL without its password."""
+    import os
 
     from fleetctl.config import database_url
     from fleetctl.inventory.service import actor
@@ -29,15 +42,7 @@ def campaign_request(waves: list[list[str]], options: Any, *, label: str, args: 
     from fleetctl.scaleout.queues import HEARTBEAT_S
     from fleetctl.workflows.firmware_campaign import HALT_REASON, WINDOW_REASON
 
-    if not options.base.startswith(("http://", "https://")) or urlsplit(options.base).password is not None:
-        # The images live where the command runs, or behind a password: neither belongs in a history, and a
-        # worker of another machine could not read the command's folder anyway.
-        if urlsplit(options.base).password is not None:
-            raise InputError("with FLEETCTL_TEMPORAL, --image-base must not carry a password: the workflow's history keeps "
-                             "its input; give the BMCs a URL without one", field="--image-base")  # fmt: skip
-        raise InputError("with FLEETCTL_TEMPORAL, --image-base must be an http(s) URL the site's workers and BMCs reach "
-                         "(a local folder is on this machine only); unset FLEETCTL_TEMPORAL to push from here",
-                         field="--image-base")  # fmt: skip
+    check_image_base(options.base)
     opts = asdict(options)
     opts["only"] = sorted(options.only) if options.only else None
     return {"names": [n for w in waves for n in w], "waves": waves, "label": label, "args": args, "options": opts,

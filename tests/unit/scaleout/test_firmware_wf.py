@@ -138,3 +138,19 @@ def test_the_window_is_waited_for_or_stops_the_waves() -> None:
     assert [(r["server"], r["result"]) for r in out["rows"]] == [("s0", "not attempted"), ("s1", "not attempted")]
     assert out["rows"][0]["message"].startswith("outside the maintenance window 22:00-04:00")
     assert out["stopped"] is True and out["halted"] is False
+
+
+def test_sqlite_with_temporal_is_refused_before_any_bmc(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("FLEETCTL_TEMPORAL", "127.0.0.1:9")  # never reached: the refusal comes first
+    r = cli("firmware", "update", "mn-tyo1-r12-01", "--image-base", "http://127.0.0.1:9/fw")
+    assert r.code == 2 and "PostgreSQL" in r.err, r.err
+
+
+def test_an_image_base_the_workers_cannot_use_or_that_holds_a_password_is_refused(tmp_path: Path) -> None:
+    from fleetctl.errors import InputError
+    from fleetctl.scaleout.firmware_client import check_image_base
+
+    check_image_base("https://fw.example/images")
+    for base, says in ((str(tmp_path), "local folder"), ("https://u:secret@fw.example/images", "password")):
+        with pytest.raises(InputError, match=says):
+            check_image_base(base)
