@@ -327,6 +327,7 @@ def test_cancel_stops_a_temporal_provision_run(site_lab, cli, temporal, workers,
         assert r.code == 0, r.err
         shown = json.loads(r.out)
         assert shown["workflow"] == args["workflow"] and shown["workflow_status"] == "RUNNING", shown
+        assert shown["live"] and {r["server"] for r in shown["live_servers"]} <= set(names), shown  # the parent's status query
         r = cli("jobs", "cancel", str(job), "--wait", "40", "--output", "json")
         assert r.code == 0, (r.err, r.out, workers.logs(), asyncio.run(_dump(temporal.address)))
         doc = json.loads(r.out)
