@@ -31,6 +31,7 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -300,6 +301,7 @@ def run_batch(
     token: Any = None,
     forks: int = 50,
     on_event: EventFn | None = None,
+    stop: threading.Event | None = None,
 ) -> dict[str, HostOutcome]:
     """Run ``site.yml`` over ``hosts`` ({name: hostvars}); a verdict per host.
 
@@ -309,6 +311,9 @@ def run_batch(
 
     ansible-runner works in a child process of ours with a scrubbed
     environment; its events come back as JSON lines on the child's stdout.
+    ``stop`` set while it runs: the child gets SIGTERM (it kills
+    ansible-playbook and removes the token folder), and the run ends without
+    a result (FleetError).
     """
     import subprocess
     import tempfile
@@ -339,6 +344,16 @@ def run_batch(
         doc: dict[str, Any] = {"owner": os.getpid(), "host": socket.gethostname(), "child": proc.pid, "pgids": [],
                                "token_dir": tmp, "private_dir": str(private_dir)}  # fmt: skip
         record.write_text(json.dumps(doc))
+        if stop is not None:
+            child = proc
+
+            def watch() -> None:  # the reader below blocks on the child's stdout: stopping it is this thread's job
+                while child.poll() is None:
+                    if stop.wait(0.2):
+                        child.terminate()
+                        return
+
+            threading.Thread(target=watch, name="fleetctl-ansible-stop", daemon=True).start()
         try:
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write(json.dumps(spec))

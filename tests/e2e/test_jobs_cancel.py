@@ -128,6 +128,52 @@ def test_cancel_stops_an_embedded_provision_like_ctrl_c(lab, cli, tmp_path):  # 
     assert time.monotonic() - t0 < 60
 
 
+def _ansible_procs(data: Path) -> list[str]:
+    """ansible-playbook processes still running on this test's run folders (zombies aside)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        if "ansible-playbook" in cmd and str(data) in cmd and stat[stat.rfind(")") + 2] != "Z":
+            found.append(f"{d.name}: {cmd[:120]}")
+    return found
+
+
+@_marks(*NEEDS_LAB, pytest.mark.slow, pytest.mark.parametrize("db_url", ["sqlite"], indirect=True))
+def test_cancel_during_ansible_stops_the_playbook_too(lab, cli, tmp_path):  # type: ignore[no-untyped-def]
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(FLEETCTL), "provision", "mn-tyo1-r12-03", *FAST, "--output", "json"],
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"}, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    try:
+        job = _wait(_provision_job, 60, "the job opened", proc)
+        _wait(lambda: _running_step(job) == "provision.ansible" and _ansible_procs(tmp_path), 120, "ansible-playbook running", proc)
+        r = cli("jobs", "cancel", str(job), "--wait", "20", "--output", "json")
+        if r.code != 0:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGABRT)
+            raise AssertionError((r.err, r.out, proc.communicate(timeout=15)[1][-6000:]))
+        assert json.loads(r.out)["state"] == "interrupted"
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130
+    assert _q("SELECT state, error FROM job WHERE id = :j", j=job) == [("interrupted", "interrupted")]
+    assert _q("SELECT name FROM server WHERE reservation IS NOT NULL") == []
+    deadline = time.monotonic() + 10
+    while _ansible_procs(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _ansible_procs(tmp_path) == []
+    assert time.monotonic() - t0 < 90
+
+
 @pytest.fixture
 def burnin_lab(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     """An MN-Core server installed by the lab, ready to be burned in (as tests/e2e/test_burnin.py has it)."""

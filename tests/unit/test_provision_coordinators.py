@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 from typing import Any
 
@@ -53,7 +54,7 @@ def test_power_gate_refuses_what_would_exceed_the_budget() -> None:
 def test_ansible_batches_start_when_everybody_arrived_or_after_the_window() -> None:
     runs: list[list[str]] = []
 
-    def run(names: list[str]) -> dict[str, str]:
+    def run(names: list[str], stop: threading.Event) -> dict[str, str]:
         runs.append(names)
         return {n: f"done {n}" for n in names}
 
@@ -82,7 +83,7 @@ def test_ansible_batches_start_when_everybody_arrived_or_after_the_window() -> N
 def test_ansible_batch_starts_at_once_when_nobody_else_is_coming() -> None:
     runs: list[list[str]] = []
 
-    def run(names: list[str]) -> dict[str, str]:
+    def run(names: list[str], stop: threading.Event) -> dict[str, str]:
         runs.append(names)
         return {n: n for n in names}
 
@@ -96,6 +97,32 @@ def test_ansible_batch_starts_at_once_when_nobody_else_is_coming() -> None:
 
     took = asyncio.run(main())
     assert runs == [["a", "b"]] and took < 5
+
+
+def test_ansible_batch_is_told_to_stop_once_nobody_waits_for_it() -> None:
+    """A run interrupted (`jobs cancel` on a worker cancels the servers' steps; Ctrl-C cancels every task): the
+    playbook is stopped, not waited for."""
+    told: list[str] = []
+
+    def run(names: list[str], stop: threading.Event) -> dict[str, str]:
+        told.append("stopped" if stop.wait(10) else "not told")
+        return {}
+
+    async def main() -> None:
+        b = AnsibleBatcher(window_s=30, run=run)
+        b.expect("a")
+        b.expect("b")
+        waiters = [asyncio.ensure_future(b.submit(n)) for n in ("a", "b")]
+        await asyncio.sleep(0.1)
+        waiters[0].cancel()
+        await asyncio.sleep(0.3)
+        assert told == []  # b still waits for it
+        waiters[1].cancel()
+        await asyncio.gather(*b.running, return_exceptions=True)
+
+    t0 = time.monotonic()
+    asyncio.run(main())
+    assert told == ["stopped"] and time.monotonic() - t0 < 5
 
 
 def test_switch_changes_go_through_the_driver_the_switch_names(monkeypatch) -> None:  # type: ignore[no-untyped-def]

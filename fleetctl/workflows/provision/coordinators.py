@@ -14,6 +14,7 @@ ansible-runner run) runs in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -148,9 +149,9 @@ class AnsibleBatcher:
     side by side.
     """
 
-    def __init__(self, window_s: float, run: Callable[[list[str]], Any]) -> None:
+    def __init__(self, window_s: float, run: Callable[[list[str], threading.Event], Any]) -> None:
         self.window_s = window_s
-        self.run = run  # blocking: {name: HostOutcome}
+        self.run = run  # blocking: (names, stop event) -> {name: HostOutcome}
         self.expected: set[str] = set()  # servers that may still arrive
         self.pending: dict[str, asyncio.Future[Any]] = {}
         self.timer: asyncio.Task[None] | None = None
@@ -197,8 +198,22 @@ class AnsibleBatcher:
         task.add_done_callback(self.running.discard)
 
     async def _run(self, batch: dict[str, asyncio.Future[Any]]) -> None:
+        # Stopping the playbook: once every server of the batch stopped waiting for it (their steps cancelled on a
+        # Temporal worker by `jobs cancel`), or this task is cancelled (Ctrl-C, SIGTERM in process, whose asyncio.run
+        # would otherwise wait for the thread, and so for the whole playbook, before the run could close).
+        stop = threading.Event()
+
+        def on_done(_: asyncio.Future[Any]) -> None:
+            if all(f.cancelled() for f in batch.values()):
+                stop.set()
+
+        for fut in batch.values():
+            fut.add_done_callback(on_done)
         try:
-            results = await asyncio.to_thread(self.run, sorted(batch))
+            results = await asyncio.to_thread(self.run, sorted(batch), stop)
+        except asyncio.CancelledError:
+            stop.set()
+            raise
         except Exception as e:  # noqa: BLE001 - every host of the batch gets the reason
             for fut in batch.values():
                 if not fut.done():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import resource
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -87,8 +88,8 @@ class Provisioner:
         servers = {s.name: s for r in inv.sites[0].racks for s in r.servers}
         return servers, {m.name: m for m in inv.models}
 
-    def _run_ansible(self, names: list[str]) -> Any:
-        return run_ansible_batch(self, names)
+    def _run_ansible(self, names: list[str], stop: threading.Event | None = None) -> Any:
+        return run_ansible_batch(self, names, stop)
 
     # --- the run ------------------------------------------------------------------
 

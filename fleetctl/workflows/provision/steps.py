@@ -16,6 +16,7 @@ timeout or an OS error fails the step as well.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -277,8 +278,11 @@ async def ansible(c: StepCall) -> dict[str, Any]:
     return {"changed": outcome.changed, "ok": outcome.tasks_ok, "events": outcome.events[-60:]}
 
 
-def run_ansible_batch(run: Provisioner, names: list[str]) -> Any:
-    """Blocking: one ansible-runner run over a batch (runs in a worker thread); {name: HostOutcome}."""
+def run_ansible_batch(run: Provisioner, names: list[str], stop: threading.Event | None = None) -> Any:
+    """Blocking: one ansible-runner run over a batch (runs in a worker thread); {name: HostOutcome}.
+
+    ``stop`` set: the run is stopped (ansible-playbook killed) instead of waited for.
+    """
     from fleetctl.config import data_dir
     from fleetctl.secrets import resolve_token
     from fleetctl.workflows.ansible_run import run_batch
@@ -329,9 +333,11 @@ def run_ansible_batch(run: Provisioner, names: list[str]) -> Any:
     try:
         todo = list(names)
         for attempt in range(3):
+            if stop is not None and stop.is_set():  # nobody waits for the batch any more: no further attempt
+                break
             out = run_batch({n: hosts[n] for n in todo}, {g: [n for n in m if n in todo] for g, m in groups.items()},
                             private_dir=private / f"attempt-{attempt}" if attempt else private, extravars=extravars,
-                            token=token, forks=run.opt.ansible_forks, on_event=on_event)  # fmt: skip
+                            token=token, forks=run.opt.ansible_forks, on_event=on_event, stop=stop)  # fmt: skip
             results.update(out)
             # Hosts Ansible stopped short of their last play because others failed: once more, without those.
             todo = [n for n in todo if out[n].incomplete]
