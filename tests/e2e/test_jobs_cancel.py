@@ -407,6 +407,37 @@ def test_cancel_stops_a_temporal_provision_run(site_lab, cli, temporal, workers,
     assert time.monotonic() - t0 < 120
 
 
+@_marks(*TEMPORAL_MARKS)
+def test_cancel_on_temporal_during_ansible_stops_the_playbook_on_the_worker(site_lab, cli, temporal, workers, tmp_path):  # type: ignore[no-untyped-def]
+    t0 = time.monotonic()
+    workers.start("tyo1-a", "tyo1")
+    workers.wait_ready()
+    proc = subprocess.Popen([str(h.BIN / "fleetctl"), "provision", "mn-tyo1-r12-01", *FAST, "--output", "json"],
+                            env=dict(os.environ), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+    try:
+        job = _wait(_provision_job, 60, "the job opened", proc)
+        _wait(lambda: _running_step(job) == "provision.ansible" and _ansible_procs(tmp_path), 120, "ansible-playbook running", proc)
+        r = cli("jobs", "cancel", str(job), "--wait", "40", "--output", "json")
+        assert r.code == 0, (r.err, r.out, workers.logs())
+        assert json.loads(r.out)["state"] == "interrupted"
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert _q("SELECT state, error FROM job WHERE id = :j", j=job) == [("interrupted", "interrupted")]
+    assert _q("SELECT name FROM server WHERE reservation IS NOT NULL") == []
+    # The step's row is left running (the resume point), and the playbook is stopped on the worker, which goes on.
+    assert _q("SELECT js.state FROM job_step js WHERE js.job_id = :j AND js.name = 'provision.ansible'", j=job) == [("running",)]
+    deadline = time.monotonic() + 3  # stopped, not finished: a playbook run of the lab takes longer than this
+    while _ansible_procs(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _ansible_procs(tmp_path) == [], workers.logs()
+    assert workers.procs["tyo1-a"].poll() is None
+    assert time.monotonic() - t0 < 120
+
+
 @NO_SDK
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_jobs_show_says_plainly_when_temporal_cannot_be_reached(example_loaded, cli, monkeypatch):  # type: ignore[no-untyped-def]
