@@ -257,6 +257,25 @@ def test_cancel_stops_an_embedded_firmware_update(fw_lab, cli):  # type: ignore[
     assert time.monotonic() - t0 < 60
 
 
+@_marks(pytest.mark.slow, pytest.mark.parametrize("db_url", ["sqlite"], indirect=True))
+def test_sigterm_interrupts_a_sweep_like_ctrl_c(fw_lab, cli):  # type: ignore[no-untyped-def]
+    """A sweep is no job (its runs are its own journal), but SIGTERM stops it as Ctrl-C does: its run `interrupted`."""
+    assert cli("lab", "fault", "gpu-tyo1-r12-19", "--set", "hang=true").code == 0  # the sweep waits on it
+    proc = subprocess.Popen([str(FLEETCTL), "sweep", "gpu-tyo1-r12-19", "-o", "json"], env=dict(os.environ), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    try:
+        _wait(lambda: _q("SELECT id FROM sweep_run WHERE state = 'running'"), 60, "the sweep run opened", proc)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130
+    assert [r[0] for r in _q("SELECT state FROM sweep_run")] == ["interrupted"]
+
+
 def _fake_job(owner: str) -> int:
     """A running provision job whose process is ``owner`` (USER:HOST:PID)."""
     from fleetctl.store import get_engine
