@@ -101,6 +101,11 @@ def run(p: Any, *, restart: bool, concurrency: int, address: str, namespace: str
         from temporalio.client import WorkflowFailureError
 
         if isinstance(e, WorkflowFailureError):
+            from temporalio.exceptions import CancelledError
+
+            if isinstance(e.cause, CancelledError):  # `temporal workflow cancel`: the parent closed the run as interrupted
+                raise FleetError(f"the burn-in workflow {wid} was cancelled: its run is interrupted; a later `fleetctl burnin` "
+                                 "of the same kind, level and duration resumes it") from e  # fmt: skip
             raise FleetError(f"the burn-in workflow {wid} failed: {e.cause or e}") from e
         raise
     if out.get("refused"):

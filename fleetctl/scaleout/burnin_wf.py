@@ -62,9 +62,12 @@ class BurninServer:
     @workflow.run
     async def run(self, req: dict[str, Any]) -> dict[str, Any]:
         self.stage = "running"
+        # Cancelled (the run cancelled), the child ends only when the activity has stopped (it learns of it at its next
+        # heartbeat): the parent's close then never marks the run interrupted while a server's pass may still record.
         out: dict[str, Any] = await workflow.execute_activity(
             "fleetctl.burnin.server", req, start_to_close_timeout=server_timeout(req),
-            heartbeat_timeout=timedelta(seconds=float(req.get("heartbeat_s") or 30.0)), retry_policy=SERVER_RETRY)  # fmt: skip
+            heartbeat_timeout=timedelta(seconds=float(req.get("heartbeat_s") or 30.0)), retry_policy=SERVER_RETRY,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)  # fmt: skip
         self.stage = "done"
         return out
 
@@ -128,7 +131,8 @@ class BurninRun:
             try:
                 out = await workflow.execute_child_workflow(
                     "fleetctl.burnin.server", {**common, **work}, id=f"burnin:{name}", task_queue=site_queue(work["site"]),
-                    parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL)  # fmt: skip
+                    parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
+                    cancellation_type=workflow.ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED)  # fmt: skip
             except WorkflowAlreadyStartedError:
                 out = _error(work, f"another run works it (workflow burnin:{name})")
             except (ChildWorkflowError, ActivityError) as e:  # attempts used up (workers lost again and again), or its time limit

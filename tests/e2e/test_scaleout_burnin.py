@@ -229,3 +229,60 @@ def test_sigterm_detaches_and_the_run_finishes_on_the_workers(lab, temporal, wor
     got = dict(_query("SELECT verdict, count(*) FROM burnin_result GROUP BY verdict"))
     assert got == {"pass": 7, "fail": 1}, got  # the hung board
     assert _query(f"SELECT name FROM server WHERE reservation IS NOT NULL AND name IN ('{MN1}', '{MN2}')") == []
+
+
+async def _cancel(address: str, workflow_id: str) -> None:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    await client.get_workflow_handle(workflow_id).cancel()
+
+
+async def _pending(address: str, workflow_id: str) -> tuple[str, int]:
+    """A workflow's status and how many of its activities are still pending."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    desc = await client.get_workflow_handle(workflow_id).describe()
+    return str(desc.status.name if desc.status else None), len(desc.raw_description.pending_activities)
+
+
+def test_a_cancelled_run_is_interrupted_and_the_next_one_resumes_it(lab, cli, temporal, workers: Workers, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    workers.start("tyo1", "tyo1")
+    workers.wait_ready()
+    _faults(lab, MN1, ["healthy"] * 4)
+    _faults(lab, MN2, ["healthy", "hang", "healthy", "healthy"])
+    args = ["burnin", "--mncore", MN1, MN2, "--duration", "2", "--concurrency", "1"]  # MN1, then MN2
+    proc = subprocess.Popen([str(BIN / "fleetctl"), *args, "--grace", "300", "-o", "json"], env=dict(os.environ),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    pgid = Path(lab["hosts"][MN2]["dir"]) / "root/var/tmp/fleetctl-burnin/pgid"
+    deadline = time.monotonic() + 90
+    while not (pgid.exists() and _query("SELECT count(*) FROM burnin_result") == [(4,)]):
+        assert proc.poll() is None and time.monotonic() < deadline, workers.logs()
+        time.sleep(0.1)
+    [(job_args,)] = _query("SELECT args FROM job WHERE kind = 'burnin'")
+    job_args = job_args if isinstance(job_args, dict) else json.loads(job_args)
+    assert job_args["engine"] == "temporal"
+    asyncio.run(_cancel(temporal.address, job_args["workflow"]))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "was cancelled: its run is interrupted" in err, (proc.returncode, out, err)
+    # The run is closed only once MN2's activity has stopped (it could still record a verdict otherwise).
+    assert asyncio.run(_pending(temporal.address, f"burnin:{MN2}")) == ("CANCELED", 0)
+    assert _query("SELECT state FROM burnin_run") == [("interrupted",)]
+    assert _query("SELECT state FROM job WHERE kind = 'burnin'") == [("interrupted",)]
+    assert _query(f"SELECT name FROM server WHERE reservation IS NOT NULL AND name IN ('{MN1}', '{MN2}')") == []
+    left = int(pgid.read_text())
+    os.kill(-left, 0)  # the hung workload still runs on the host
+
+    _faults(lab, MN2, ["healthy"] * 4)
+    r = cli(*args, "--grace", "3", "-o", "json")
+    assert r.code == 0, r.out + r.err + workers.logs()
+    doc = _json(r)
+    assert doc["resumed"] is True
+    assert {(b["server"], b["resumed"]) for b in doc["boards"]} == {(MN1, True), (MN2, False)}
+    assert "was stopped" in json.dumps(doc["notes"].get(MN2, []))
+    with pytest.raises(ProcessLookupError):
+        os.kill(-left, 0)
+    assert (Path(lab["hosts"][MN1]["dir"]) / "calls.log").read_text().count("gpfn3-smi reset") == 4  # MN1 not run again
+    assert _query("SELECT server, count(*) FROM burnin_result GROUP BY server ORDER BY server") == [(MN1, 4), (MN2, 4)]
+    assert _query("SELECT state FROM burnin_run") == [("finished",)]
