@@ -179,6 +179,8 @@ def cancel(job_id: int, wait: WaitOpt = 60.0, output: OutputOpt = Format.table) 
     doc: dict[str, Any] = {"job": job_id, "kind": job.kind, "target": job.target, "engine": _engine(args)}
     if doc["engine"] == "temporal":
         doc.update(_cancel_temporal(job_id, args))
+        if doc["workflow_status"] != "RUNNING":  # closed without closing its job (terminated): nothing will end it now
+            wait = 0.0
     else:
         doc.update(_cancel_process(job_id, job_owner(args), job.created_at))
     t0 = time.monotonic()
@@ -206,7 +208,7 @@ def _cancel_temporal(job_id: int, args: dict[str, Any]) -> dict[str, Any]:
     namespace = temporal_namespace()
     before = cancel_workflow(str(wid), address, namespace)
     if before != "RUNNING":
-        did = f"workflow {wid} is already {before.lower()} on Temporal at {address}: nothing sent"
+        did = f"workflow {wid} is already {before.lower()} on Temporal at {address}, without having closed this job: nothing sent"
     else:
         did = f"cancellation of workflow {wid} (and its servers' workflows) requested from Temporal at {address} (namespace {namespace})"
     return {"workflow": wid, "workflow_status": before, "action": did}

@@ -423,6 +423,16 @@ def test_cancel_stops_a_temporal_provision_run(site_lab, cli, temporal, workers,
     # And `jobs show` says the workflow's final status.
     shown = json.loads(cli("jobs", "show", str(job), "--output", "json").out)
     assert shown["workflow_status"] == "CANCELED", shown
+    # A job still `running` whose workflow is closed (terminated, say) is not waited for: nothing would end it.
+    from fleetctl.store import get_engine
+    from fleetctl.workflows.journal import Journal
+
+    orphan = Journal.open(get_engine(), kind="provision", target="x", args={"engine": "temporal", "workflow": args["workflow"]},
+                          actor="tester@ci", prefix="provision.").job_id  # fmt: skip
+    t1 = time.monotonic()
+    r = cli("jobs", "cancel", str(orphan), "--output", "json")
+    assert r.code == 1 and time.monotonic() - t1 < 15, (r.out, r.err)
+    assert "already canceled" in json.loads(r.out)["action"] and json.loads(r.out)["state"] == "running", r.out
     assert time.monotonic() - t0 < 120
 
 
