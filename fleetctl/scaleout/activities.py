@@ -201,12 +201,16 @@ class ProvisionActivities:
 
             ctx.state = await asyncio.to_thread(state)
             assert run.journal is not None
-            run.passes.update(await run.journal.passes([ctx.id]))
-            run.update(name, started=time.monotonic(), status="starting", state=ctx.state)
-            done, _ = await run._resume_point(ctx)
-            if "ansible" in done:
-                run.ansible.gone(name)
-            await run.journal.set_target(name, S.READY)
+            try:
+                run.passes.update(await run.journal.passes([ctx.id]))
+                run.update(name, started=time.monotonic(), status="starting", state=ctx.state)
+                done, _ = await run._resume_point(ctx)
+                if "ansible" in done:
+                    run.ansible.gone(name)
+                await run.journal.set_target(name, S.READY)
+            except asyncio.CancelledError:  # as a step's: what it queued is written before the cancellation is reported
+                await asyncio.shield(run.journal.drain())
+                raise
             resumed = [s for s in STEP_NAMES if s in done]
             return {"todo": [s for s in STEP_NAMES if s not in done], "resumed": resumed, "state": ctx.state}
 

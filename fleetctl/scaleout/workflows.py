@@ -56,8 +56,11 @@ class ProvisionServer:
         t0 = workflow.now()
         self.row = _row(req["server"], req["state"])
         heartbeat = timedelta(seconds=float(req.get("heartbeat_s") or 30.0))
+        # Every activity of a server is waited for when cancelled (not only a step's): a `begin` or `finish` left to
+        # run on would write its journal row after the parent closed the job and released the locks.
+        wait = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         begun = await workflow.execute_activity("fleetctl.provision.begin", req, start_to_close_timeout=timedelta(minutes=10),
-                                                heartbeat_timeout=heartbeat, retry_policy=STEP_RETRY)  # fmt: skip
+                                                heartbeat_timeout=heartbeat, retry_policy=STEP_RETRY, cancellation_type=wait)  # fmt: skip
         self.row.update(resumed=begun["resumed"], state=begun["state"], status="running")
         failure: dict[str, Any] | None = None
         for step in begun["todo"]:
@@ -69,8 +72,7 @@ class ProvisionServer:
                 # closes the job and releases the locks: never a step still acting on a server another run may lock.
                 out = await workflow.execute_activity(
                     "fleetctl.provision.step", {**req, "step": step}, start_to_close_timeout=timedelta(seconds=STEP_TIMEOUT_S[step]),
-                    heartbeat_timeout=heartbeat, retry_policy=STEP_RETRY,
-                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)  # fmt: skip
+                    heartbeat_timeout=heartbeat, retry_policy=STEP_RETRY, cancellation_type=wait)  # fmt: skip
             except ActivityError as e:  # attempts used up (workers lost again and again), or the step's own time limit
                 if workflow.cancellation_reason() is not None:  # or cancelled: the step stopped, its row left running to resume
                     raise asyncio.CancelledError from e
@@ -84,7 +86,8 @@ class ProvisionServer:
             self.row["done"].append(step)
             self.row["timings"][step] = out["seconds"]
         end = await workflow.execute_activity("fleetctl.provision.finish", {**req, "failure": failure},
-                                              start_to_close_timeout=timedelta(minutes=10), retry_policy=STORE_RETRY)  # fmt: skip
+                                              start_to_close_timeout=timedelta(minutes=10), retry_policy=STORE_RETRY,
+                                              cancellation_type=wait)  # fmt: skip
         self.row.update(result=end["result"], state=end["state"], error=end["error"], status=end["result"],
                         step=failure["step"] if failure else "ready",
                         elapsed=round((workflow.now() - t0).total_seconds(), 1),
