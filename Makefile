@@ -3,9 +3,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# `make test` (and CI) leave out the tests marked heavy (minutes each: kills at 20 moments,
-# eight processes at once, Temporal end to end); `make test-heavy` runs only those.
-PYTEST_ARGS ?= -m "not heavy"
+# `make test` (and CI) runs the whole suite, the minutes-long tests marked heavy included (kills at
+# 20 moments, eight processes at once, Temporal end to end), in PYTEST_WORKERS processes
+# (pytest-xdist): most tests wait on lab timers, subprocesses and SSH, not on the CPU. A test
+# file stays on one worker, so its module fixtures start once. PYTEST_WORKERS=0: one process.
+# `make test-heavy` runs only the heavy ones.
+PYTEST_WORKERS ?= 4
+PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --dist loadfile
 
 .PHONY: demo test test-heavy lint venv bench clean services
 
@@ -31,7 +35,7 @@ test: $(STAMP)
 
 test-heavy: $(STAMP)
 	-@bash scripts/services.sh start
-	$(PY) -m pytest -m heavy
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m heavy
 
 # Linter and type checker (configured in pyproject.toml): both run, and any
 # finding of either fails.

@@ -271,7 +271,7 @@ _CLI_MISUSE = ("No such command", "No such option", "unexpected extra argument",
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # not in `make test` (CI's 30 minutes): `make test-heavy` runs it
+@pytest.mark.heavy  # minutes long: `make test-heavy` runs the heavy ones alone
 def test_the_read_only_examples_run_against_a_lab(lab, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.chdir(tmp_path)  # a command that writes a file writes it here
     ran, failed = 0, []

@@ -15,7 +15,7 @@ import json
 import pytest
 from tests_helpers_bmc import lab_up, serve  # (path set in conftest)
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # heavy: not in `make test` (CI's 30 minutes): `make test-heavy`
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # heavy: minutes long; `make test-heavy` runs the heavy ones alone
 
 MN = "mn-tyo1-r12-01"
 GPU = "gpu-tyo1-r12-19"

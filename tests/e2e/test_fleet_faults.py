@@ -26,7 +26,7 @@ from tests_helpers_bmc import lab_up  # (path set in conftest)
 
 from tests.conftest import Result, run_cli
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # heavy: not in `make test` (CI's 30 minutes): `make test-heavy`
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # heavy: minutes long; `make test-heavy` runs the heavy ones alone
 
 N = 40
 # Generous: the lab serves 40 HTTPS BMCs from one process, on a machine other jobs load too.

