@@ -26,7 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from fleetctl.scaleout.queues import CONTROL_QUEUE, site_queue
+    from fleetctl.scaleout.queues import CONTROL_QUEUE, settled, site_queue
 
 STORE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5)
 # A lost worker (missed heartbeat, killed) gives its server to another worker of the site, twice at most: the new
@@ -103,7 +103,7 @@ class BurninRun:
         done: list[dict[str, Any]] = []
         interrupted = False
         try:
-            await asyncio.gather(*(self._server(gate, common, w, done) for w in opened["work"]))
+            await settled(*(self._server(gate, common, w, done) for w in opened["work"]))
         except asyncio.CancelledError:
             interrupted = True
             raise

@@ -34,7 +34,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from fleetctl.scaleout.queues import CONTROL_QUEUE, STEP_ATTEMPTS, site_queue
+    from fleetctl.scaleout.queues import CONTROL_QUEUE, STEP_ATTEMPTS, settled, site_queue
 
 # The store-only activities are idempotent enough to retry (a lock taken twice by one owner is the same lock).
 STORE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5,
@@ -134,7 +134,7 @@ class FirmwareCampaign:
                     rows += [{"wave": n, "server": s, "component": None, "from": None, "to": None, "after": None,
                               "result": "not attempted", "message": why_not} for s in wave]  # fmt: skip
                     continue
-                outs = await asyncio.gather(*(self._server(req, opened, n, s) for s in wave))
+                outs = await settled(*(self._server(req, opened, n, s) for s in wave))
                 for o in outs:
                     rows += o["rows"]
                     failed += 0 if o["ok"] else 1

@@ -5,6 +5,10 @@ Standard library only: the workflow sandbox re-imports this module.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
 # Parent workflows and the activities that touch only the store (open a job, lock, close) run here;
 # every worker polls it besides its site's queue.
 CONTROL_QUEUE = "fleetctl-control"
@@ -30,3 +34,22 @@ STEP_ATTEMPTS = 6
 def site_queue(site: str) -> str:
     """The task queue of a site: its servers' child workflows and every activity that reaches its devices."""
     return f"fleetctl-site-{site}"
+
+
+async def settled(*aws: Awaitable[Any]) -> list[Any]:
+    """``asyncio.gather`` that raises only once every awaitable has ended.
+
+    A plain gather raises as soon as one child ends cancelled or with an error,
+    even while the run is being cancelled, and the others run on: the parent
+    then closed the job and released the locks while another server's child
+    workflow was still stopping its step. Here the first cancellation (else
+    the first error) is raised after all have ended.
+    """
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    for e in errors:
+        if isinstance(e, asyncio.CancelledError):
+            raise e
+    if errors:
+        raise errors[0]
+    return results

@@ -27,7 +27,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from fleetctl.scaleout.queues import CONTROL_QUEUE, STEP_ATTEMPTS, STEP_TIMEOUT_S, site_queue
+    from fleetctl.scaleout.queues import CONTROL_QUEUE, STEP_ATTEMPTS, STEP_TIMEOUT_S, settled, site_queue
 
 STORE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5)
 STEP_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=STEP_ATTEMPTS,
@@ -125,7 +125,7 @@ class ProvisionRun:
         common = {k: req[k] for k in ("options", "label", "actor", "heartbeat_s")} | {"job": opened["job"], "owner": opened["owner"]}
         interrupted = False
         try:
-            await asyncio.gather(*(self._server(common, w, opened["sites"][w["site"]]) for w in opened["work"]))
+            await settled(*(self._server(common, w, opened["sites"][w["site"]]) for w in opened["work"]))
         except asyncio.CancelledError:
             interrupted = True
             raise
