@@ -1,5 +1,5 @@
 """`python -m fleetctl` runs the CLI (as the `fleetctl` script does)."""
 
-from fleetctl.cli.app import main
+from fleetctl.cli.app import entry
 
-main()
+entry()

@@ -6,6 +6,7 @@ Only typer is imported at start-up; each command imports what it needs, so
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -269,5 +270,32 @@ def main() -> None:
             signal.signal(signal.SIGTERM, previous)
 
 
+def entry() -> None:
+    """The console script: :func:`main`, then out, skipping the interpreter's teardown once Temporal's SDK was loaded.
+
+    The SDK's Rust core keeps threads of its own; tearing the interpreter down
+    under them now and then aborts the process ("Fatal Python error:
+    PyGILState_Release", temporalio/sdk-python#300) after the command has
+    done and said everything, turning its exit code into SIGABRT. Tests call
+    :func:`main` in process and never reach this.
+    """
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    if "temporalio.bridge" in sys.modules:
+        import logging
+
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    main()
+    entry()
