@@ -15,6 +15,7 @@ activity for hundreds of targets.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import math
 from collections.abc import Callable, Coroutine
@@ -95,8 +96,10 @@ class SweepActivities:
                         c.execute(delete(T.sweep_target).where(T.sweep_target.c.run_id == run_id, T.sweep_target.c.name.in_(chunk)))
                         c.execute(delete(T.finding).where(T.finding.c.run_id == run_id, T.finding.c.target.in_(chunk)))
             rec = _Recorder(engine, run_id, dt.datetime.fromisoformat(req["started"]))
-            await _sweep(engine, rec, servers, switches, SweepOptions(**req["options"]), None)
-            rec.flush()
+            try:
+                await _sweep(engine, rec, servers, switches, SweepOptions(**req["options"]), None)
+            finally:  # cancelled with the run (the command interrupted), what was read stays, as in process
+                rec.flush()
             return _plain({"counts": rec.counts, "new": rec.new, "resolved": rec.resolved, "persisting": rec.persisting,
                            "findings": rec.findings})  # fmt: skip
 
@@ -131,7 +134,17 @@ def collector(servers: list[Any], switches: list[Any], options: Any, address: st
                "servers": [s.name for s in servers], "switches": [w.name for w in switches], "store": store_id(database_url()),
                "heartbeat_s": float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S)}  # fmt: skip
         client = await connect(address, namespace)
-        out = await client.execute_workflow("fleetctl.sweep", req, id=f"fleetctl-sweep-{rec.run_id}", task_queue=CONTROL_QUEUE)
+        handle = await client.start_workflow("fleetctl.sweep", req, id=f"fleetctl-sweep-{rec.run_id}", task_queue=CONTROL_QUEUE)
+        try:
+            out = await handle.result()
+        except asyncio.CancelledError:
+            # Ctrl-C (or SIGTERM): unlike a provisioning run, a sweep is closed by this command, which marks it
+            # interrupted; its shards are cancelled and waited for, so no worker writes into a run said to be over.
+            # A sweep only reads: nothing is left half done.
+            with contextlib.suppress(Exception):
+                await handle.cancel()
+                await asyncio.wait_for(handle.result(), timeout=60)
+            raise
         for part in out["shards"]:
             for k, v in part["counts"].items():
                 rec.counts[k] = rec.counts.get(k, 0) + v

@@ -186,8 +186,8 @@ class SweepRun:
             out = await workflow.execute_activity(
                 "fleetctl.sweep.shard", {k: req[k] for k in ("run_id", "started", "options")} | shard,
                 task_queue=site_queue(shard["site"]), start_to_close_timeout=limit, heartbeat_timeout=heartbeat,
-                retry_policy=retry)  # fmt: skip
+                retry_policy=retry, cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)  # fmt: skip
             self.shards_done += 1
             return dict(out)
 
-        return {"shards": await asyncio.gather(*(one(s) for s in shards))}
+        return {"shards": await settled(*(one(s) for s in shards))}

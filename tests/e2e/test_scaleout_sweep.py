@@ -82,3 +82,56 @@ def test_the_same_sweep_on_both_engines(engine, lab, cli, temporal, workers, mon
         assert sorted(site for site, _ in ran) == ["osa1", "tyo1"]  # one shard per site (fewer than 1,000 targets each)
         for site, identity in ran:
             assert workers.site[int(identity.partition("@")[0])] == site
+
+
+async def _sweep_workflows(address: str) -> dict[str, str]:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    return {wf.id: wf.status.name if wf.status else "?" async for wf in client.list_workflows("WorkflowType = 'fleetctl.sweep'")}
+
+
+def test_an_interrupted_sweep_stops_its_shards_on_the_workers(lab, cli, temporal, workers, tmp_path):  # type: ignore[no-untyped-def]
+    """SIGTERM (as Ctrl-C) to a sweep on Temporal: the command marks the run interrupted, so the workflow and its shard
+    activities are cancelled and waited for: nothing is written into the run after it, and no workflow runs on."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from sqlalchemy import create_engine, text
+
+    from fleetctl.config import database_url
+
+    workers.start("tyo1", "tyo1")
+    workers.start("osa1", "osa1")
+    workers.wait_ready()
+    assert cli("lab", "fault", "mn-tyo1-r12-01", "--set", "hang=true").code == 0  # its shard reads for the request timeout
+    proc = subprocess.Popen([str(BIN / "fleetctl"), "sweep", *TYO, *OSA, "--timeout", "120", "--request-timeout", "60", "-o", "json"],
+                            env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    eng = create_engine(database_url())
+    try:
+        deadline = time.monotonic() + 60
+        while not any(s == "RUNNING" for s in asyncio.run(_sweep_workflows(temporal.address)).values()):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.3)
+        time.sleep(3)  # the shards are reading (one waits on the hung BMC)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+        assert proc.returncode == 130, err
+        with eng.connect() as c:
+            run_id, state = c.execute(text("SELECT id, state FROM sweep_run ORDER BY id DESC LIMIT 1")).one()
+            assert state == "interrupted"
+            before = c.execute(text("SELECT count(*) FROM sweep_target WHERE run_id = :r"), {"r": run_id}).scalar_one()
+        statuses = asyncio.run(_sweep_workflows(temporal.address))
+        assert statuses == {f"fleetctl-sweep-{run_id}": "CANCELED"}, statuses
+        time.sleep(3)
+        with eng.connect() as c:  # no shard goes on writing into the interrupted run
+            after = c.execute(text("SELECT count(*) FROM sweep_target WHERE run_id = :r"), {"r": run_id}).scalar_one()
+            assert after == before
+            assert c.execute(text("SELECT state FROM sweep_run WHERE id = :r"), {"r": run_id}).scalar_one() == "interrupted"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        eng.dispose()
