@@ -140,10 +140,7 @@ def _through_temporal(p: Any, address: str, *, restart: bool, concurrency: int, 
         return burnin_client.run(p, restart=restart, concurrency=concurrency, address=address, namespace=temporal_namespace(),
                                  progress=progress)  # fmt: skip
     except Detached as d:
-        job = f"job {d.job}" if d.job is not None else f"workflow {d.workflow_id}"
-        console(stderr=True).print(f"detached: {job} goes on on the workers (Temporal workflow {d.workflow_id}); follow it with "
-                                   f"`fleetctl jobs show {d.job if d.job is not None else 'JOB'}`, then `fleetctl burnin show`",
-                                   highlight=False)  # fmt: skip
+        console(stderr=True).print(d.message("fleetctl burnin show"), highlight=False)
         raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -252,10 +252,7 @@ def _through_temporal(request: dict[str, Any], say: Any) -> Any:
     try:
         out = campaign(request, address, temporal_namespace(), say)
     except Detached as d:
-        job = f"job {d.job}" if d.job is not None else f"workflow {d.workflow_id}"
-        console(stderr=True).print(f"detached: {job} goes on on the workers (Temporal workflow {d.workflow_id}); "
-                                   f"follow it with `fleetctl jobs show {d.job if d.job is not None else 'JOB'}`",
-                                   highlight=False)  # fmt: skip
+        console(stderr=True).print(d.message(), highlight=False)
         raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)

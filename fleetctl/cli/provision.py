@@ -124,9 +124,7 @@ def _through_temporal(names: list[str], opts: Any, label: str, output: Format) -
     try:
         return client.provision(names, opts, label, address, temporal_namespace(), on_status=on_status)
     except client.Detached as d:
-        job = f"job {d.job}" if d.job is not None else f"workflow {d.workflow_id}"
-        err.print(f"detached: {job} goes on on the workers (Temporal workflow {d.workflow_id}); "
-                  f"follow it with `fleetctl jobs show {d.job if d.job is not None else 'JOB'}`", highlight=False)  # fmt: skip
+        err.print(d.message(), highlight=False)
         raise typer.Exit(130) from None
     finally:
         if live is not None:

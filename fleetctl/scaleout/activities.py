@@ -59,6 +59,21 @@ def store_id(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def shared_store(req: dict[str, Any]) -> Any:
+    """This worker's store (an engine), refusing one that is not the command's (``req["store"]``, from ``store_id``).
+
+    A worker on another database would write the run where nobody reads it; the refusal is not retried.
+    """
+    from fleetctl.config import database_url
+    from fleetctl.store import get_engine
+
+    url = database_url()
+    if store_id(url) != req["store"]:
+        raise ApplicationError(f"this worker's store is {store_id(url)}, the command's {req['store']}: "
+                               "workers and commands must share one database", type="StoreMismatch", non_retryable=True)  # fmt: skip
+    return get_engine()
+
+
 class ProvisionActivities:
     """The provisioning activities of one worker, with what it keeps per job."""
 
@@ -76,18 +91,13 @@ class ProvisionActivities:
         return await asyncio.to_thread(self._open, req)
 
     def _open(self, req: dict[str, Any]) -> dict[str, Any]:
-        from fleetctl.config import database_url
-        from fleetctl.store import get_engine
         from fleetctl.workflows.journal import Journal
         from fleetctl.workflows.provision.context import load_contexts
 
-        url = database_url()
-        if store_id(url) != req["store"]:
-            raise ApplicationError(f"this worker's store is {store_id(url)}, the command's {req['store']}: "
-                                   "workers and commands must share one database", type="StoreMismatch", non_retryable=True)  # fmt: skip
+        engine = shared_store(req)
         names: list[str] = req["names"]
         p = Provisioner(names, options=Options(**req["options"]), label=req["label"])
-        p.engine = get_engine()
+        p.engine = engine
         with p.engine.connect() as conn:
             p.ctx = load_contexts(conn, names)
         p.progress = {n: Progress(n, p.ctx[n].state) for n in names}

@@ -25,19 +25,12 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from fleetctl.scaleout.activities import heartbeating, store_id
+from fleetctl.scaleout.activities import heartbeating, shared_store
 
 
 def _engine(req: dict[str, Any]) -> Any:
     """The store, refusing a worker whose store is not the command's (it would write a run in another database)."""
-    from fleetctl.config import database_url
-    from fleetctl.store import get_engine
-
-    url = database_url()
-    if store_id(url) != req["store"]:
-        raise ApplicationError(f"this worker's store is {store_id(url)}, the command's {req['store']}: "
-                               "workers and commands must share one database", type="StoreMismatch", non_retryable=True)  # fmt: skip
-    return get_engine()
+    return shared_store(req)
 
 
 def _plan(engine: Any, req: dict[str, Any], names: list[str]) -> Any:

@@ -8,9 +8,7 @@ JSON document and the exit code are the same.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import uuid
 from typing import Any
 
 from fleetctl.errors import FleetError, InputError, Locked
@@ -49,11 +47,11 @@ def run(p: Any, *, restart: bool, concurrency: int, address: str, namespace: str
     """
     from fleetctl.burnin.engine import RunResult, sort_results, stored_results
     from fleetctl.burnin.verdict import worst
-    from fleetctl.scaleout.client import Detached
+    from fleetctl.scaleout.client import Followed, follow
 
     req = request(p, restart=restart, concurrency=concurrency)
-    wid = f"fleetctl-burnin-{uuid.uuid4().hex[:12]}"
-    job: list[int | None] = [None]
+    run = Followed("burnin")
+    wid = run.wid
     seen: dict[str, tuple[str, Any]] = {}
 
     def report(rows: list[dict[str, Any]]) -> None:
@@ -68,35 +66,11 @@ def run(p: Any, *, restart: bool, concurrency: int, address: str, namespace: str
                 progress(r["server"], "done", {"verdict": r.get("verdict"), "boards": r.get("boards") or {}, "error": r.get("error"),
                                                "resumed": r.get("resumed", False)})  # fmt: skip
 
-    async def go() -> dict[str, Any]:
-        from temporalio.service import RPCError
-
-        from fleetctl.scaleout.client import connect
-        from fleetctl.scaleout.queues import CONTROL_QUEUE
-
-        client = await connect(address, namespace)
-        handle = await client.start_workflow("fleetctl.burnin", req, id=wid, task_queue=CONTROL_QUEUE)
-        result = asyncio.ensure_future(handle.result())
-        while True:
-            await asyncio.wait([result], timeout=1.0)
-            if result.done():
-                if isinstance(result.exception(), RPCError):  # the server restarts, or the network drops: follow again
-                    await asyncio.sleep(1.0)
-                    result = asyncio.ensure_future(handle.result())
-                    continue
-                break
-            try:
-                status = await handle.query("status")
-            except Exception:  # noqa: BLE001 - no worker has taken the workflow yet: nothing to show
-                continue
-            job[0] = status.get("job")
-            report(status.get("servers", []))
-        return dict(result.result())
+    async def status(_client: Any, st: dict[str, Any]) -> None:
+        report(st.get("servers", []))
 
     try:
-        out = asyncio.run(go())
-    except KeyboardInterrupt:
-        raise Detached(wid, job[0]) from None
+        out = follow(run, req, address, namespace, on_status=status)
     except Exception as e:
         from temporalio.client import WorkflowFailureError
 

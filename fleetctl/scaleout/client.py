@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -115,6 +115,68 @@ class Detached(Exception):
         self.workflow_id = workflow_id
         self.job = job
 
+    def message(self, then: str = "") -> str:
+        """What the command says as it leaves the run to the workers; ``then``: a further command to read its results."""
+        which = f"job {self.job}" if self.job is not None else f"workflow {self.workflow_id}"
+        return (f"detached: {which} goes on on the workers (Temporal workflow {self.workflow_id}); follow it with "
+                f"`fleetctl jobs show {self.job if self.job is not None else 'JOB'}`" + (f", then `{then}`" if then else ""))  # fmt: skip
+
+
+@dataclass
+class Followed:
+    """A workflow a command started and follows: its id, and its job once a worker has opened it."""
+
+    kind: str
+    wid: str = ""
+    job: int | None = None
+
+    def __post_init__(self) -> None:
+        self.wid = self.wid or f"fleetctl-{self.kind}-{uuid.uuid4().hex[:12]}"
+
+
+def follow(run: Followed, req: dict[str, Any], address: str, namespace: str, *,
+           on_status: Callable[[Any, dict[str, Any]], Awaitable[None]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Start the parent workflow ``fleetctl.<run.kind>`` with ``req`` and follow it to its end; its result.
+
+    Every second the parent's ``status`` query gives the job (``run.job``) and
+    goes to ``on_status(client, status)``. A lost connection (the server
+    restarting) is followed again. The workflow's own failure comes out as
+    temporalio's ``WorkflowFailureError``, for the command to word.
+
+    Raises:
+        Detached: on Ctrl-C (KeyboardInterrupt), which leaves the workflow running.
+    """
+
+    async def go() -> dict[str, Any]:
+        from temporalio.service import RPCError
+
+        from fleetctl.scaleout.queues import CONTROL_QUEUE
+
+        client = await connect(address, namespace)
+        handle = await client.start_workflow(f"fleetctl.{run.kind}", req, id=run.wid, task_queue=CONTROL_QUEUE)
+        result = asyncio.ensure_future(handle.result())
+        while True:
+            await asyncio.wait([result], timeout=1.0)
+            if result.done():
+                if isinstance(result.exception(), RPCError):  # the server restarts, or the network drops: follow again
+                    await asyncio.sleep(1.0)
+                    result = asyncio.ensure_future(handle.result())
+                    continue
+                break
+            try:
+                status = await handle.query("status")
+            except Exception:  # noqa: BLE001 - no worker has taken the workflow yet: nothing to show
+                continue
+            run.job = status.get("job")
+            if on_status is not None:
+                await on_status(client, status)
+        return dict(result.result())
+
+    try:
+        return asyncio.run(go())
+    except KeyboardInterrupt:
+        raise Detached(run.wid, run.job) from None
+
 
 def provision_request(names: list[str], options: Any, label: str) -> dict[str, Any]:
     """The parent workflow's input: names, options, who; the store's URL without its password."""
@@ -154,38 +216,15 @@ def provision(names: list[str], options: Any, label: str, address: str, namespac
         Detached: on Ctrl-C (KeyboardInterrupt), which leaves the workflow running.
     """
     req = provision_request(names, options, label)
-    wid = f"fleetctl-provision-{uuid.uuid4().hex[:12]}"
-    job: list[int | None] = [None]
+    run = Followed("provision")
+    wid = run.wid
 
-    async def go() -> dict[str, Any]:
-        from temporalio.service import RPCError
-
-        from fleetctl.scaleout.queues import CONTROL_QUEUE
-
-        client = await connect(address, namespace)
-        handle = await client.start_workflow("fleetctl.provision", req, id=wid, task_queue=CONTROL_QUEUE)
-        result = asyncio.ensure_future(handle.result())
-        while True:
-            await asyncio.wait([result], timeout=1.0)
-            if result.done():
-                if isinstance(result.exception(), RPCError):  # the server restarts, or the network drops: follow again
-                    await asyncio.sleep(1.0)
-                    result = asyncio.ensure_future(handle.result())
-                    continue
-                break
-            try:
-                status = await handle.query("status")
-            except Exception:  # noqa: BLE001 - no worker has taken the workflow yet: nothing to show
-                continue
-            job[0] = status.get("job")
-            if on_status is not None:
-                on_status(await _live(client, status))
-        return dict(result.result())
+    async def live(client: Any, status: dict[str, Any]) -> None:
+        if on_status is not None:
+            on_status(await _live(client, status))
 
     try:
-        out = asyncio.run(go())
-    except KeyboardInterrupt:
-        raise Detached(wid, job[0]) from None
+        out = follow(run, req, address, namespace, on_status=live)
     except Exception as e:
         from temporalio.client import WorkflowFailureError
 
@@ -196,7 +235,7 @@ def provision(names: list[str], options: Any, label: str, address: str, namespac
             from temporalio.exceptions import CancelledError
 
             if isinstance(e.cause, CancelledError):  # `fleetctl jobs cancel`: as an interrupted run in process, exit 130
-                which = f"job {job[0]}" if job[0] is not None else "its job"
+                which = f"job {run.job}" if run.job is not None else "its job"
                 raise FleetError(f"the provisioning workflow {wid} was cancelled: {which} interrupted", exit_code=130) from e
             raise FleetError(f"the provisioning workflow {wid} failed: {e.cause or e}") from e
         raise

@@ -19,17 +19,12 @@ import asyncio
 from typing import Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from fleetctl.scaleout.activities import heartbeating, store_id
+from fleetctl.scaleout.activities import heartbeating, shared_store
 
 
 def _check_store(req: dict[str, Any]) -> None:
-    from fleetctl.config import database_url
-
-    if store_id(database_url()) != req["store"]:
-        raise ApplicationError(f"this worker's store is {store_id(database_url())}, the command's {req['store']}: "
-                               "workers and commands must share one database", type="StoreMismatch", non_retryable=True)  # fmt: skip
+    shared_store(req)
 
 
 def _options(opts: dict[str, Any]) -> Any:

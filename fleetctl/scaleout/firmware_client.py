@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from fleetctl.errors import FleetError, InputError
-from fleetctl.scaleout.client import Detached
+from fleetctl.scaleout.client import Followed, follow
 
 
 def check_image_base(base: str) -> None:
@@ -57,41 +55,17 @@ def campaign(req: dict[str, Any], address: str, namespace: str, say: Callable[[s
     Raises:
         Detached: on Ctrl-C (KeyboardInterrupt), which leaves the workflow running.
     """
-    wid = f"fleetctl-firmware-{uuid.uuid4().hex[:12]}"
-    job: list[int | None] = [None]
+    run = Followed("firmware")
+    wid = run.wid
+    said: list[str | None] = [None]
 
-    async def go() -> dict[str, Any]:
-        from temporalio.service import RPCError
-
-        from fleetctl.scaleout.client import connect
-        from fleetctl.scaleout.queues import CONTROL_QUEUE
-
-        client = await connect(address, namespace)
-        handle = await client.start_workflow("fleetctl.firmware", req, id=wid, task_queue=CONTROL_QUEUE)
-        result = asyncio.ensure_future(handle.result())
-        said: str | None = None
-        while True:
-            await asyncio.wait([result], timeout=1.0)
-            if result.done():
-                if isinstance(result.exception(), RPCError):  # the server restarts, or the network drops: follow again
-                    await asyncio.sleep(1.0)
-                    result = asyncio.ensure_future(handle.result())
-                    continue
-                break
-            try:
-                status = await handle.query("status")
-            except Exception:  # noqa: BLE001 - no worker has taken the workflow yet: nothing to show
-                continue
-            job[0] = status.get("job")
-            if status.get("waiting") and status["waiting"] != said:  # as in process: the wait for the window on stderr
-                said = status["waiting"]
-                say(said)
-        return dict(result.result())
+    async def status(_client: Any, st: dict[str, Any]) -> None:
+        if st.get("waiting") and st["waiting"] != said[0]:  # as in process: the wait for the window on stderr
+            said[0] = st["waiting"]
+            say(st["waiting"])
 
     try:
-        out = asyncio.run(go())
-    except KeyboardInterrupt:
-        raise Detached(wid, job[0]) from None
+        out = follow(run, req, address, namespace, on_status=status)
     except Exception as e:
         from temporalio.client import WorkflowFailureError
 

@@ -19,7 +19,6 @@ import asyncio
 from typing import Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from fleetctl.preflight import Preflight, PreflightError
 
@@ -34,21 +33,16 @@ async def preflight(req: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _check(req: dict[str, Any]) -> list[dict[str, Any]]:
-    from fleetctl.config import database_url
     from fleetctl.preflight import for_provision
-    from fleetctl.scaleout.activities import store_id
-    from fleetctl.store import get_engine
+    from fleetctl.scaleout.activities import shared_store
     from fleetctl.workflows.provision.context import load_contexts
     from fleetctl.workflows.provision.engine import Provisioner
     from fleetctl.workflows.provision.model import Options
 
-    url = database_url()
-    if store_id(url) != req["store"]:
-        raise ApplicationError(f"this worker's store is {store_id(url)}, the command's {req['store']}: "
-                               "workers and commands must share one database", type="StoreMismatch", non_retryable=True)  # fmt: skip
+    engine = shared_store(req)
     names: list[str] = req["servers"]
     p = Provisioner(names, options=Options(**req["options"]), label=req["label"])
-    p.engine = get_engine()
+    p.engine = engine
     with p.engine.connect() as conn:
         p.ctx = load_contexts(conn, names)
         # As in process: the servers the run will skip or refuse (ready, in service without --reprovision, RMA) are
