@@ -187,3 +187,13 @@ def workers(temporal, tmp_path):  # type: ignore[no-untyped-def]
     w = Workers(tmp_path, temporal.address)
     yield w
     w.stop()
+
+
+def use_engine(engine: str, workers: Workers, monkeypatch: Any, *sites: str) -> None:
+    """A both-engines test's setup: on ``temporal`` a worker per site (named after it), ready; in ``process`` no engine."""
+    if engine == "temporal":
+        for site in sites:
+            workers.start(site, site)
+        workers.wait_ready()
+    else:
+        monkeypatch.delenv("FLEETCTL_TEMPORAL")

@@ -19,6 +19,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,17 @@ def _q(sql: str, **params: Any) -> list[Any]:
         eng.dispose()
 
 
+@contextmanager
+def _reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """``proc`` (a fleetctl the test started in a session of its own), its group killed if the test leaves it running."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def _wait(cond: Any, timeout: float, what: str, proc: subprocess.Popen[str] | None = None) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -99,7 +112,7 @@ def test_cancel_stops_an_embedded_provision_like_ctrl_c(lab, cli, tmp_path):  # 
     proc = subprocess.Popen([str(FLEETCTL), "provision", *names, *FAST, "--output", "json"],
                             env={**os.environ, "PYTHONFAULTHANDLER": "1"}, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
-    try:
+    with _reaped(proc):
         job = _wait(_provision_job, 60, "the job opened", proc)
         step = _wait(lambda: _running_step(job), 60, "a step running", proc)
         r = cli("jobs", "cancel", str(job), "--wait", "30", "--output", "json")
@@ -113,10 +126,6 @@ def test_cancel_stops_an_embedded_provision_like_ctrl_c(lab, cli, tmp_path):  # 
         assert doc["fleet"], doc  # which fleet it acted on
         assert "fleet:" in r.err  # said before acting (on stderr for JSON)
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130, err  # Ctrl-C's exit (typer's): its `finally` blocks ran
     [(state, error)] = _q("SELECT state, error FROM job WHERE id = :j", j=job)
     failed = _q("SELECT name, last_error FROM server WHERE state = 'failed'")
@@ -150,7 +159,7 @@ def test_cancel_during_ansible_stops_the_playbook_too(lab, cli, tmp_path):  # ty
     proc = subprocess.Popen([str(FLEETCTL), "provision", "mn-tyo1-r12-03", *FAST, "--output", "json"],
                             env={**os.environ, "PYTHONFAULTHANDLER": "1"}, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
-    try:
+    with _reaped(proc):
         job = _wait(_provision_job, 60, "the job opened", proc)
         _wait(lambda: _running_step(job) == "provision.ansible" and _ansible_procs(tmp_path), 120, "ansible-playbook running", proc)
         r = cli("jobs", "cancel", str(job), "--wait", "20", "--output", "json")
@@ -160,10 +169,6 @@ def test_cancel_during_ansible_stops_the_playbook_too(lab, cli, tmp_path):  # ty
             raise AssertionError((r.err, r.out, proc.communicate(timeout=15)[1][-6000:]))
         assert json.loads(r.out)["state"] == "interrupted"
         proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130
     assert _q("SELECT state, error FROM job WHERE id = :j", j=job) == [("interrupted", "interrupted")]
     assert _q("SELECT name FROM server WHERE reservation IS NOT NULL") == []
@@ -199,7 +204,7 @@ def test_cancel_stops_an_embedded_burnin_and_closes_its_job_and_run(burnin_lab, 
     proc = subprocess.Popen([str(FLEETCTL), "burnin", "--mncore", "mn-tyo1-r12-01", "--duration", "60", "--grace", "3", "-o", "json"],
                             env=dict(os.environ), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)  # fmt: skip
-    try:
+    with _reaped(proc):
         job = _wait(lambda: (_q("SELECT max(id) FROM job WHERE kind = 'burnin'") or [(None,)])[0][0], 60, "the job opened", proc)
         time.sleep(1.0)  # into its workload on the host
         r = cli("jobs", "cancel", str(job), "--wait", "30", "--output", "json")
@@ -207,10 +212,6 @@ def test_cancel_stops_an_embedded_burnin_and_closes_its_job_and_run(burnin_lab, 
         doc = json.loads(r.out)
         assert doc["state"] == "interrupted" and doc["pid"] == proc.pid, doc
         proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130
     # Closed by the command itself (not found later with its process gone), the run left to resume.
     assert _q("SELECT state, error FROM job WHERE id = :j", j=job) == [("interrupted", "interrupted")]
@@ -238,17 +239,13 @@ def test_cancel_stops_an_embedded_firmware_update(fw_lab, cli):  # type: ignore[
     proc = subprocess.Popen([str(FLEETCTL), "firmware", "update", "gpu-tyo1-r12-19", "--image-base", "http://127.0.0.1:9/fw",
                              "--allow-downgrade", "--poll", "0.2", "-o", "json"], env=dict(os.environ), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
-    try:
+    with _reaped(proc):
         job = _wait(lambda: (_q("SELECT max(id) FROM job WHERE kind = :k", k=KIND) or [(None,)])[0][0], 60, "the job opened", proc)
         _wait(lambda: _q("SELECT 1 FROM job_step WHERE job_id = :j AND state = 'running'", j=job), 60, "a flash running", proc)
         r = cli("jobs", "cancel", str(job), "--wait", "30", "--output", "json")
         assert r.code == 0, (r.err, r.out)
         assert json.loads(r.out)["state"] == "interrupted"
         proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130
     [(state, error)] = _q("SELECT state, error FROM job WHERE id = :j", j=job)
     assert state == "interrupted" and not error.startswith("interrupted: its process"), error  # closed by the command
@@ -263,15 +260,11 @@ def test_sigterm_interrupts_a_sweep_like_ctrl_c(fw_lab, cli):  # type: ignore[no
     assert cli("lab", "fault", "gpu-tyo1-r12-19", "--set", "hang=true").code == 0  # the sweep waits on it
     proc = subprocess.Popen([str(FLEETCTL), "sweep", "gpu-tyo1-r12-19", "-o", "json"], env=dict(os.environ), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
-    try:
+    with _reaped(proc):
         _wait(lambda: _q("SELECT id FROM sweep_run WHERE state = 'running'"), 60, "the sweep run opened", proc)
         time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130
     assert [r[0] for r in _q("SELECT state FROM sweep_run")] == ["interrupted"]
 
@@ -372,7 +365,7 @@ def test_cancel_stops_a_temporal_provision_run(site_lab, cli, temporal, workers,
     names = ["gpu-tyo1-r12-17", "gpu-osa1-r12-17"]
     proc = subprocess.Popen([str(h.BIN / "fleetctl"), "provision", *names, *FAST, "--output", "json"], env=dict(os.environ),
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
-    try:
+    with _reaped(proc):
         job = _wait(_provision_job, 60, "the job opened", proc)
         _wait(lambda: _running_step(job), 60, "a step running", proc)
         [(args,)] = _q("SELECT args FROM job WHERE id = :j", j=job)
@@ -390,10 +383,6 @@ def test_cancel_stops_a_temporal_provision_run(site_lab, cli, temporal, workers,
         assert doc["engine"] == "temporal" and doc["workflow"] == args["workflow"] and doc["state"] == "interrupted", doc
         # The command that followed the run ends as well, as an interrupted one in process (exit 130).
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130 and f"{args['workflow']} was cancelled: job {job} interrupted" in err, err
     [(state, error)] = _q("SELECT state, error FROM job WHERE id = :j", j=job)
     assert (state, error) == ("interrupted", "interrupted"), (state, error)
@@ -435,17 +424,13 @@ def test_cancel_on_temporal_during_ansible_stops_the_playbook_on_the_worker(site
     proc = subprocess.Popen([str(h.BIN / "fleetctl"), "provision", "mn-tyo1-r12-01", *FAST, "--output", "json"],
                             env=dict(os.environ), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)  # fmt: skip
-    try:
+    with _reaped(proc):
         job = _wait(_provision_job, 60, "the job opened", proc)
         _wait(lambda: _running_step(job) == "provision.ansible" and _ansible_procs(tmp_path), 120, "ansible-playbook running", proc)
         r = cli("jobs", "cancel", str(job), "--wait", "40", "--output", "json")
         assert r.code == 0, (r.err, r.out, workers.logs())
         assert json.loads(r.out)["state"] == "interrupted"
         proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert _q("SELECT state, error FROM job WHERE id = :j", j=job) == [("interrupted", "interrupted")]
     assert _q("SELECT name FROM server WHERE reservation IS NOT NULL") == []
     # The step's row is left running (the resume point), and the playbook is stopped on the worker, which goes on.

@@ -96,11 +96,7 @@ SAME: dict[str, dict[str, Any]] = {}  # engine -> what its run reported and stor
 
 @pytest.mark.parametrize("engine", ["process", "temporal"])
 def test_the_same_burnin_on_both_engines(engine, lab, cli, temporal, workers, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    if engine == "temporal":
-        workers.start("tyo1", "tyo1")
-        workers.wait_ready()
-    else:
-        monkeypatch.delenv("FLEETCTL_TEMPORAL")
+    h.use_engine(engine, workers, monkeypatch, "tyo1")
     _faults(lab, MN1, ["healthy", "healthy", "healthy", "checksum"])  # one failing board: RMA, MN1 to maintenance
     _faults(lab, MN2, ["healthy"] * 4)
     t = time.monotonic()

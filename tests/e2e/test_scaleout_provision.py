@@ -213,12 +213,7 @@ SAME: dict[str, dict[str, Any]] = {}  # engine -> what its run reported and jour
 
 @pytest.mark.parametrize("engine", ["process", "temporal"])
 def test_the_same_provisioning_on_both_engines(engine, lab, cli, temporal, workers, monkeypatch):  # type: ignore[no-untyped-def]
-    if engine == "temporal":
-        workers.start("tyo1", "tyo1")
-        workers.start("osa1", "osa1")
-        workers.wait_ready()
-    else:
-        monkeypatch.delenv("FLEETCTL_TEMPORAL")
+    h.use_engine(engine, workers, monkeypatch, "tyo1", "osa1")
     # mn-osa1-r12-01's BMC answers 500 to everything: it fails at its first step, alone.
     assert cli("lab", "fault", "mn-osa1-r12-01", "--set", "error_rate=1").code == 0
     names = ["mn-tyo1-r12-01", "mn-osa1-r12-01", "gpu-osa1-r12-17"]

@@ -49,12 +49,7 @@ async def _shard_workers(address: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("engine", ["process", "temporal"])
 def test_the_same_sweep_on_both_engines(engine, lab, cli, temporal, workers, monkeypatch):  # type: ignore[no-untyped-def]
-    if engine == "temporal":
-        workers.start("tyo1", "tyo1")
-        workers.start("osa1", "osa1")
-        workers.wait_ready()
-    else:
-        monkeypatch.delenv("FLEETCTL_TEMPORAL")
+    h.use_engine(engine, workers, monkeypatch, "tyo1", "osa1")
     assert cli("lab", "fault", "mn-tyo1-r12-01", "--set", "psu_failed=true").code == 0
     assert cli("lab", "fault", "mn-osa1-r12-01", "--set", "fan_failed=true").code == 0
     r = cli("sweep", *TYO, *OSA, *FAST, "-o", "json")
