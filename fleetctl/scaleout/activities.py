@@ -74,6 +74,17 @@ def shared_store(req: dict[str, Any]) -> Any:
     return get_engine()
 
 
+def loaded_provisioner(req: dict[str, Any], names: list[str]) -> Provisioner:
+    """A Provisioner of ``names`` on this worker's store (the command's, checked), their inventory read."""
+    from fleetctl.workflows.provision.context import load_contexts
+
+    p = Provisioner(names, options=Options(**req["options"]), label=req["label"])
+    p.engine = shared_store(req)
+    with p.engine.connect() as conn:
+        p.ctx = load_contexts(conn, names)
+    return p
+
+
 class ProvisionActivities:
     """The provisioning activities of one worker, with what it keeps per job."""
 
@@ -92,14 +103,9 @@ class ProvisionActivities:
 
     def _open(self, req: dict[str, Any]) -> dict[str, Any]:
         from fleetctl.workflows.journal import Journal
-        from fleetctl.workflows.provision.context import load_contexts
 
-        engine = shared_store(req)
         names: list[str] = req["names"]
-        p = Provisioner(names, options=Options(**req["options"]), label=req["label"])
-        p.engine = engine
-        with p.engine.connect() as conn:
-            p.ctx = load_contexts(conn, names)
+        p = loaded_provisioner(req, names)
         p.progress = {n: Progress(n, p.ctx[n].state) for n in names}
         refused = p._refusals()
         rows = [{**_progress_row(p.progress[n]), "result": str(result), "error": text} for n, (result, text) in refused.items()]

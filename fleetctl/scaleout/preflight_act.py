@@ -34,17 +34,11 @@ async def preflight(req: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _check(req: dict[str, Any]) -> list[dict[str, Any]]:
     from fleetctl.preflight import for_provision
-    from fleetctl.scaleout.activities import shared_store
-    from fleetctl.workflows.provision.context import load_contexts
-    from fleetctl.workflows.provision.engine import Provisioner
-    from fleetctl.workflows.provision.model import Options
+    from fleetctl.scaleout.activities import loaded_provisioner
 
-    engine = shared_store(req)
     names: list[str] = req["servers"]
-    p = Provisioner(names, options=Options(**req["options"]), label=req["label"])
-    p.engine = engine
+    p = loaded_provisioner(req, names)
     with p.engine.connect() as conn:
-        p.ctx = load_contexts(conn, names)
         # As in process: the servers the run will skip or refuse (ready, in service without --reprovision, RMA) are
         # not checked, and a missing one is left to the run's own refusals.
         refused = p._refusals()
