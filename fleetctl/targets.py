@@ -227,10 +227,21 @@ def switch_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]
     return targets, unreachable
 
 
-def snmp_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]]:
-    """SnmpTargets for the switches, and those that cannot be polled, with why."""
+def snmp_targets(switches: list[SwitchRef], *, timeout: float | None = None,
+                 retries: int | None = None) -> tuple[list[Any], dict[str, str]]:  # fmt: skip
+    """SnmpTargets for the switches, and those that cannot be polled, with why.
+
+    ``timeout`` (seconds for one request) and ``retries`` (extra attempts), when
+    given, replace the SNMP defaults (2 s, 1), as a sweep's ``--request-timeout``
+    and ``--retries`` do.
+    """
     from fleetctl.interfaces.snmp import SnmpTarget
 
+    timing: dict[str, Any] = {}
+    if timeout is not None:
+        timing["timeout"] = timeout
+    if retries is not None:
+        timing["retries"] = retries
     creds = _Credentials()
     targets, unreachable = [], {}
     for s in switches:
@@ -243,7 +254,8 @@ def snmp_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]]:
             continue
         if s.snmp_version == "3":
             targets.append(SnmpTarget(name=s.name, host=s.address, port=s.snmp_port or 161, version="3",
-                                      user=cred.username, auth_key=cred.password, priv_key=cred.password))  # fmt: skip
+                                      user=cred.username, auth_key=cred.password, priv_key=cred.password, **timing))  # fmt: skip
         else:
-            targets.append(SnmpTarget(name=s.name, host=s.address, port=s.snmp_port or 161, version="2c", community=cred.password))
+            targets.append(SnmpTarget(name=s.name, host=s.address, port=s.snmp_port or 161, version="2c", community=cred.password,
+                                      **timing))  # fmt: skip
     return targets, unreachable

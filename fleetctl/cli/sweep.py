@@ -116,7 +116,9 @@ def run(
     timeout: Annotated[
         float, typer.Option(help="Seconds one BMC may take in all; a hung BMC costs this, nothing more.", callback=finite(1))
     ] = 60.0,
-    request_timeout: Annotated[float, typer.Option(help="Seconds for one request.", callback=finite(0.1))] = 10.0,
+    request_timeout: Annotated[
+        float, typer.Option(help="Seconds for one request to a BMC or (SNMP) a switch.", callback=finite(0.1))
+    ] = 10.0,
     retries: Annotated[int, typer.Option(help="Extra attempts per request, with backoff.", min=0, max=5)] = 1,
     max_skew: Annotated[float, typer.Option(help="A BMC clock off by more seconds is a finding.", callback=finite(0))] = 30.0,
     retention: Annotated[

@@ -381,7 +381,7 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
     btargets, bunreach = bmc_targets(servers, timeout=opts.request_timeout, retries=opts.retries, max_in_flight=opts.max_in_flight)
     for name, why in bunreach.items():
         server_verdict(name, ServerReading(session_error=f"{name}: {why}", session_error_type="Inventory"), why)
-    starget, sunreach = snmp_targets(switches)
+    starget, sunreach = snmp_targets(switches, timeout=opts.request_timeout, retries=opts.retries)
     from fleetctl.interfaces.snmp import PollResult
 
     for name, why in sunreach.items():
@@ -409,7 +409,7 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
 
     op = bmc_operation({n: (server_cursors.get(n) or {}).get("log_cursor") for n in sexp})
     # The switches are polled in a thread of their own, with its own event loop, while this one
-    # works the BMCs: an SNMP answer is waited for 2 s, and a loop busy with 250 BMCs' TLS made
+    # works the BMCs: an SNMP answer was waited for 2 s then, and a loop busy with 250 BMCs' TLS made
     # healthy switches "unreachable" (bench/sweep.py: 395 of 500 at 1,000 BMCs); polled before
     # the BMCs instead, 500 switches added their own minute to the sweep. Their verdicts are
     # recorded here, once both are done (the recorder is this thread's).

@@ -54,3 +54,19 @@ def test_sweep_help_names_the_default_and_the_subcommands(example_loaded, cli) -
     assert r.code == 0
     for word in ("run", "list", "show", "diff", "checks"):
         assert word in r.out
+
+
+def test_request_timeout_and_retries_apply_to_a_switch_s_snmp_requests(example_loaded, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`--request-timeout`/`--retries` bound each SNMP request too (before, SNMP kept its own 2 s: a slow but
+    healthy switch read as unreachable however long the operator allowed)."""
+    import json
+
+    # a loopback address no lab or agent uses: the request goes unanswered
+    assert cli("switch", "set", "spine-tyo1-01", "--address", "127.249.0.9", "--reason", "test").code == 0
+    monkeypatch.setenv("SNMP_RO_USERNAME", "ro")
+    monkeypatch.setenv("SNMP_RO_PASSWORD", "public")
+    r = cli("sweep", "spine-tyo1-01", "--request-timeout", "0.4", "--retries", "1", "-o", "json")
+    assert r.code == 5, (r.code, r.err)
+    (f,) = json.loads(r.out)["new"]
+    assert (f["target"], f["check"], f["status"]) == ("spine-tyo1-01", "switch.reachable", "critical")
+    assert f["message"] == "no answer from 127.249.0.9:161 in 0.4s x 2 tries", f

@@ -166,7 +166,7 @@ def test_every_fault_gives_its_finding_on_its_target_alone(on_lab: Lab, swept: S
             new.setdefault(f["target"], {}).setdefault(f["check"], set()).add(f["status"])
     for target, (args, required, allowed) in FAULTS.items():
         got = new.get(target, {})
-        assert set(required) <= set(got), (target, args, got)
+        assert set(required) <= set(got), (target, args, got, [f["message"] for f in findings if f["target"] == target])
         for check, statuses in got.items():
             want = required.get(check) or allowed.get(check)
             assert want is not None, f"{target} ({' '.join(args)}): unexpected {check} {statuses}"
@@ -195,7 +195,8 @@ def test_acks_persistence_diff_and_resolution(on_lab: Lab, swept: Swept) -> None
     for args in (["mn-tyo1-r12-02", "--clear"], ["leaf-tyo1-r11-a", "--clear"], ["mn-tyo1-r12-08", "--clear"]):
         assert cli("lab", "fault", *args).code == 0
     r = cli("sweep", *FAST)
-    assert r.code == 0, (r.out[-3000:], r.err)  # only persisting or acknowledged findings
+    new_ones = [(f["target"], f["check"], f["message"]) for f in cli_json("sweep", "show") if f["new"]]
+    assert r.code == 0, (new_ones, r.err)  # only persisting or acknowledged findings
     findings = cli_json("sweep", "show")
     assert not [f for f in findings if f["new"]]
     acked = [f for f in findings if (f["target"], f["check"]) == ("mn-tyo1-r12-01", "psu")]

@@ -64,6 +64,8 @@ class SwitchLab:
         self.snmp: dict[str, tuple[str, int]] = {}
         self._servers: list[Any] = []
         self._agents: SnmpAgents | None = None
+        self._warming: dict[str, asyncio.Future[bool]] = {}  # switch -> its data file's first GET since a change
+        self._warm_tasks: set[asyncio.Future[bool]] = set()
         self._control: web.AppRunner | None = None
         self.control_url = ""
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -108,6 +110,8 @@ class SwitchLab:
                     self.snmp[name] = udp_endpoint(self.ssh[name][0], cfg.snmp_port)
                     self._render(sw)
                     sw.on_change = self._render
+                for name in self.switches:
+                    self._agents.probe_packet(self.community(name))
                 first = next(iter(self.switches))
                 await self._agents.start(list(self.snmp.values()), (self.snmp[first], self.community(first)),
                                          timeout=cfg.snmp_start_timeout_s)  # fmt: skip
@@ -134,6 +138,9 @@ class SwitchLab:
             with contextlib.suppress(Exception):
                 conn.abort()
         await close_all(self._servers)
+        for task in list(self._warm_tasks):
+            task.cancel()
+        self._warming.clear()
         if self._agents is not None:
             await self._agents.stop()
             self._agents = None
@@ -165,8 +172,31 @@ class SwitchLab:
         return key
 
     def _render(self, sw: SimSwitch) -> None:
-        if self._agents is not None:
-            self._agents.write(self.community(sw.name), render_snmprec(sw))
+        if self._agents is None:
+            return
+        self._agents.write(self.community(sw.name), render_snmprec(sw))
+        if self._agents.proc is None:
+            return  # starting: snmpsim indexes every file before its first answer
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        # snmpsim indexes a changed file at its next request: make that request now, not the next client's
+        self._warming[sw.name] = task = asyncio.ensure_future(self._warm(sw.name))
+        self._warm_tasks.add(task)  # the loop keeps only a weak reference
+        task.add_done_callback(self._warm_tasks.discard)
+
+    async def _warm(self, name: str) -> bool:
+        try:
+            return self._agents is not None and await self._agents.answered(self.snmp[name], self.community(name), 30.0)
+        except (FleetError, OSError):  # snmpsim died: the next client's request will say so
+            return False
+
+    async def _snmp_settled(self, name: str) -> None:
+        """Wait until the switch's SNMP data, changed just now, is what snmpsim serves."""
+        warming = self._warming.pop(name, None)
+        if warming is not None:
+            await warming
 
     # --- the API ------------------------------------------------------------------------
 
@@ -310,9 +340,10 @@ class SwitchLab:
                 out: dict[str, Any] = {}
                 for f, v in faults.items():
                     out = self.switch_fault(sw.name, body.get("port"), f, v)
-                return web.json_response(out)
             except (ValueError, TypeError, KeyError, AttributeError, InputError) as e:
                 return web.json_response({"error": str(e)}, status=400)
+            await self._snmp_settled(sw.name)  # the fault is in force when the caller hears back
+            return web.json_response(out)
 
         async def faults_delete(request: web.Request) -> web.Response:
             sw = sw_or_404(request)
@@ -321,6 +352,7 @@ class SwitchLab:
                 self.clear_faults(sw.name, port)
             except InputError as e:
                 return web.json_response({"error": str(e)}, status=400)
+            await self._snmp_settled(sw.name)
             return web.Response(status=204)
 
         return [

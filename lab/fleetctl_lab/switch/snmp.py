@@ -272,6 +272,7 @@ class SnmpAgents:
         self.cache_dir = self.root / "cache"
         self.proc: subprocess.Popen[bytes] | None = None
         self._mtimes: dict[str, int] = {}
+        self._probes: dict[str, bytes] = {}
         self.log_path = self.root / "snmpsim.log"
 
     def path_of(self, community: str) -> Path:
@@ -309,8 +310,34 @@ class SnmpAgents:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env, close_fds=True)
         finally:
             logf.close()
-        (addr, community) = probe
-        packet = snmp_get_packet(community, f"{SYS}.3.0")
+        if await self.answered(*probe, timeout=timeout):
+            return
+        await self.stop()
+        raise FleetError(f"lab: snmpsim did not answer within {timeout:.0f}s (see {self.log_path})")
+
+    def probe_packet(self, community: str) -> bytes:
+        """The GET of sysUpTime ``answered`` sends, built once per community.
+
+        Built ahead, at start, for every switch: pysnmp's codec and MIB state are
+        not thread-safe, and a lab run in a thread shares them with the
+        process's own SNMP clients (the tests').
+        """
+        packet = self._probes.get(community)
+        if packet is None:
+            packet = self._probes[community] = snmp_get_packet(community, f"{SYS}.3.0")
+        return packet
+
+    async def answered(self, addr: tuple[str, int], community: str, timeout: float) -> bool:
+        """Whether snmpsim answers a GET of sysUpTime with ``community`` within ``timeout`` seconds.
+
+        The first request after a data file changed makes snmpsim index that
+        file again (a dbm.dumb index where Python has no gdbm: seconds on a
+        busy machine), so the lab asks once itself right after a change: the
+        client that comes next is answered at once.
+        """
+        if self.proc is None:
+            return False
+        packet = self.probe_packet(community)
         deadline = time.monotonic() + timeout
         loop = asyncio.get_running_loop()
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -323,13 +350,12 @@ class SnmpAgents:
                 sock.sendto(packet, addr)
                 try:
                     await asyncio.wait_for(loop.sock_recv(sock, 4096), 0.3)
-                    return
+                    return True
                 except (TimeoutError, OSError):
                     await asyncio.sleep(0.1)
         finally:
             sock.close()
-        await self.stop()
-        raise FleetError(f"lab: snmpsim did not answer within {timeout:.0f}s (see {self.log_path})")
+        return False
 
     async def stop(self) -> None:
         proc, self.proc = self.proc, None

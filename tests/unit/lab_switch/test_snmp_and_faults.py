@@ -190,3 +190,23 @@ def test_overheat_and_reboot_show_in_snmp(swlab: Any) -> None:
     after = snmp_get(swlab, SONIC, SYS_UPTIME, f"{IF_HC_IN}.1")
     assert after[SYS_UPTIME] < before[SYS_UPTIME] or before[SYS_UPTIME] < 300  # sysUpTime restarted
     assert after[f"{IF_HC_IN}.1"] < before[f"{IF_HC_IN}.1"]  # and so did the counters
+
+
+def test_a_fault_is_what_snmp_serves_when_the_control_call_returns(swlab: Any) -> None:
+    """snmpsim indexes a changed data file at its next request; the lab makes that request itself before it
+    answers the control call, so the sweep that comes next is not the one kept waiting (on a busy machine a
+    dbm.dumb index took longer than a sweep's SNMP timeout, and the switch read as unreachable)."""
+    (index,) = (swlab.lab.state_dir / "snmp" / "cache").glob(f"*@{SONIC}.dbm.dat")
+    url = swlab.control_url + f"/lab/v1/switches/{SONIC}/faults"
+    before = time.time()
+    req = urllib.request.Request(url, data=json.dumps({"port": None, "faults": {"overheat": True}}).encode(),
+                                 method="PATCH", headers={"Content-Type": "application/json"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert json.load(r)["switch"] == {"overheat": 97}
+        assert index.stat().st_mtime >= before  # indexed again before the call returned, no client asking
+        assert max(snmp_walk(swlab, SONIC, SENSOR_VALUE).values()) == 97
+    finally:
+        before = time.time()
+        urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=30).close()
+    assert index.stat().st_mtime >= before
