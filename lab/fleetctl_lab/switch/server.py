@@ -64,8 +64,6 @@ class SwitchLab:
         self.snmp: dict[str, tuple[str, int]] = {}
         self._servers: list[Any] = []
         self._agents: SnmpAgents | None = None
-        self._warming: dict[str, asyncio.Future[bool]] = {}  # switch -> its data file's first GET since a change
-        self._warm_tasks: set[asyncio.Future[bool]] = set()
         self._control: web.AppRunner | None = None
         self.control_url = ""
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -138,9 +136,6 @@ class SwitchLab:
             with contextlib.suppress(Exception):
                 conn.abort()
         await close_all(self._servers)
-        for task in list(self._warm_tasks):
-            task.cancel()
-        self._warming.clear()
         if self._agents is not None:
             await self._agents.stop()
             self._agents = None
@@ -172,31 +167,15 @@ class SwitchLab:
         return key
 
     def _render(self, sw: SimSwitch) -> None:
-        if self._agents is None:
-            return
-        self._agents.write(self.community(sw.name), render_snmprec(sw))
-        if self._agents.proc is None:
-            return  # starting: snmpsim indexes every file before its first answer
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        # snmpsim indexes a changed file at its next request: make that request now, not the next client's
-        self._warming[sw.name] = task = asyncio.ensure_future(self._warm(sw.name))
-        self._warm_tasks.add(task)  # the loop keeps only a weak reference
-        task.add_done_callback(self._warm_tasks.discard)
-
-    async def _warm(self, name: str) -> bool:
-        try:
-            return self._agents is not None and await self._agents.answered(self.snmp[name], self.community(name), 30.0)
-        except (FleetError, OSError):  # snmpsim died: the next client's request will say so
-            return False
+        if self._agents is not None:
+            self._agents.write(self.community(sw.name), render_snmprec(sw))
 
     async def _snmp_settled(self, name: str) -> None:
-        """Wait until the switch's SNMP data, changed just now, is what snmpsim serves."""
-        warming = self._warming.pop(name, None)
-        if warming is not None:
-            await warming
+        """Ask snmpsim for the switch's data once: it indexes a changed file at its next request, so this
+        one, not the next client's (a sweep's, with its own timeout), waits for the index."""
+        if self._agents is not None and self._agents.proc is not None:
+            with contextlib.suppress(FleetError, OSError):  # snmpsim died: the next client's request will say so
+                await self._agents.answered(self.snmp[name], self.community(name), 30.0)
 
     # --- the API ------------------------------------------------------------------------
 

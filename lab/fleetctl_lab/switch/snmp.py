@@ -318,9 +318,9 @@ class SnmpAgents:
     def probe_packet(self, community: str) -> bytes:
         """The GET of sysUpTime ``answered`` sends, built once per community.
 
-        Built ahead, at start, for every switch: pysnmp's codec and MIB state are
-        not thread-safe, and a lab run in a thread shares them with the
-        process's own SNMP clients (the tests').
+        Built ahead, at start, for every switch: the lab's thread then runs no
+        pysnmp code later, beside the SNMP clients of a process that runs the
+        lab in a thread (the tests').
         """
         packet = self._probes.get(community)
         if packet is None:
@@ -332,8 +332,8 @@ class SnmpAgents:
 
         The first request after a data file changed makes snmpsim index that
         file again (a dbm.dumb index where Python has no gdbm: seconds on a
-        busy machine), so the lab asks once itself right after a change: the
-        client that comes next is answered at once.
+        busy machine), so the lab asks once itself after a fault is set or
+        cleared: the client that comes next is answered at once.
         """
         if self.proc is None:
             return False
