@@ -46,7 +46,8 @@ def on(
     on, or that cannot be read, count at their model's peak draw; a server
     that would take its rack over budget is not started (exit 1).
     """
-    import asyncio
+    import dataclasses
+    import time
 
     from fleetctl.cli.bmcrun import execute, resolve, run_with_progress
     from fleetctl.cli.common import conn
@@ -62,6 +63,8 @@ def on(
 
     async def state(bmc):  # type: ignore[no-untyped-def]
         return await bmc.power.state()
+
+    read_at = time.time()
 
     states = {o.server: (o.value if o.ok else None) for o in run_with_progress(rack_members, state, kind="power.status",
                                                                              targets=targets, output=output)}  # fmt: skip
@@ -80,18 +83,32 @@ def on(
         if refused:
             raise typer.Exit(1)
         return
-    start = {p.server: p.start_s for p in plan.slots if p.start_s is not None}
-    go = [s for s in servers if s.name in start or s.name in drawing]
+    # The plan above is this command's view. Each start is admitted in the store when its server is ready,
+    # so another operator's run or a provisioning worker in the same racks counts it too, and this command
+    # counts theirs: one that took the room since the plan leaves a server here not started.
+    from fleetctl.lifecycle.locks import owner_id
+    from fleetctl.lifecycle.rack_power import OverBudget, RackPower
+    from fleetctl.store import get_engine
+
+    ledger = RackPower(get_engine(), budgets=budgets, members=members, drawing=drawing, read_at=read_at, stagger_s=stagger,
+                       holder=owner_id())  # fmt: skip
+    slots = {p.server: p for p in plan.slots if p.start_s is not None}
+    go = [s for s in servers if s.name in slots or s.name in drawing]
+    not_started = object()
 
     async def op(bmc):  # type: ignore[no-untyped-def]
-        delay = start.get(bmc.target.name)
-        if delay:
-            await asyncio.sleep(delay)
+        p = slots.get(bmc.target.name)
+        if p is not None:
+            try:
+                await ledger.take_turn(p.rack, p.server, p.peak_w, already_drawing=False)
+            except OverBudget as e:
+                refused.append(dataclasses.replace(p, start_s=None, reason=str(e)))
+                return not_started
         return await bmc.power.on()
 
     try:
         execute(go, op, kind="power.on", targets=targets, args={"stagger": stagger}, output=output,
-                describe=lambda sent: {"action": "powered on" if sent else "already on"},
+                describe=lambda sent: {"action": "not started" if sent is not_started else "powered on" if sent else "already on"},
                 columns=["server", "ok", "action", "error", "elapsed"])  # fmt: skip
     finally:
         if refused:

@@ -8,7 +8,7 @@ from fleetctl.models.hardware import BiosProfile, FirmwareBaseline, HardwareMode
 from fleetctl.models.history import Event, Job, JobStep
 from fleetctl.models.network import Link, Switch, SwitchPort
 from fleetctl.models.server import AcceleratorBoard, Nic, Server, ServerTag
-from fleetctl.models.site import Rack, RackUnit, Site
+from fleetctl.models.site import PowerAdmission, Rack, RackUnit, Site
 from fleetctl.models.sweep import Finding, FindingAck, FindingState, SweepCursor, SweepRun, SweepTarget
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "JobStep",
     "Link",
     "Nic",
+    "PowerAdmission",
     "Rack",
     "RackUnit",
     "Server",

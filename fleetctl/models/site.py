@@ -56,3 +56,23 @@ class RackUnit(TableModel, table=True):
     unit: int = Field(primary_key=True)
     server_id: int | None = Field(default=None, foreign_key="server.id", ondelete="CASCADE", index=True)
     switch_id: int | None = Field(default=None, foreign_key="switch.id", ondelete="CASCADE", index=True)
+
+
+class PowerAdmission(TableModel, table=True):
+    """A power-on admitted in a rack, by any fleetctl process or worker.
+
+    A rack's power budget and the stagger between two starts hold across every
+    process working the rack (two operators, several Temporal workers of one
+    site), not only within one: each admission reads and writes these rows in
+    one short transaction (see ``fleetctl/lifecycle/rack_power.py``). Rows
+    older than a day are pruned as new ones come.
+    """
+
+    __tablename__ = "power_admission"
+
+    id: int | None = Field(default=None, primary_key=True)
+    rack: str = Field(index=True)  # site/rack, as the power figures name it
+    server: str
+    peak_w: int = 0  # counted at its model's peak draw
+    start_at: float  # when the server may start (seconds since the epoch)
+    holder: str = ""  # who admitted it: user:host:pid, or user:temporal:workflow

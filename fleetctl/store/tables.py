@@ -21,6 +21,7 @@ __all__ = [
     "job_step",
     "link",
     "nic",
+    "power_admission",
     "rack",
     "rack_unit",
     "server",
@@ -232,6 +233,16 @@ nic = table(
     column("server_id", Integer()),
     column("name", String()),
     column("mac", String()),
+)
+
+power_admission = table(
+    "power_admission",
+    column("id", Integer()),
+    column("rack", String()),
+    column("server", String()),
+    column("peak_w", Integer()),
+    column("start_at", Float()),
+    column("holder", String()),
 )
 
 rack = table(

@@ -322,6 +322,36 @@ def test_power_on_is_staggered_and_keeps_the_rack_within_budget(example_loaded, 
         assert cli("lab", "down").code == 0
 
 
+def test_two_power_on_commands_share_the_rack_s_budget_and_stagger(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """Two operators power on the two halves of one rack at once: the budget and the stagger hold across both
+    (before, each counted only its own starts: each started three, six in all, 9,600 W on a 5,000 W rack)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    rack13 = [f"mn-tyo1-r13-{i:02d}" for i in range(1, 9)]
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab13"))
+    assert cli("rack", "set", "rack-13", "--power-budget", "5000").code == 0  # room for 3 servers at 1600 W peak
+    assert lab_up(cli, monkeypatch, "--power-transition", "0.2", *serve(rack13)).code == 0
+    try:
+        doc = lab_doc(tmp_path / "lab13")
+        fleetctl = str(Path(sys.executable).parent / "fleetctl")
+        procs = [subprocess.Popen([fleetctl, "power", "on", *half, "--stagger", "1", "--output", "json"], env=dict(os.environ),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                 for half in (rack13[:4], rack13[4:])]  # fmt: skip
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert [p.returncode for p in procs] == [1, 1], outs  # four servers each, room for three in all: both refused some
+        started = [n for n in rack13 if counters(doc, n)["power_on"] == 1]
+        assert len(started) == 3, (started, outs)
+        assert all("over its 5000 W budget" in out for out, _ in outs), outs  # each says why it left some off
+        starts = sorted(t["on"] for n in rack13 for t in counters(doc, n)["power_timeline"])
+        # 1 s apart in the store; the lab stamps each request's arrival, a little later for one than another
+        assert all(b - a >= 0.6 for a, b in itertools.pairwise(starts)), starts
+    finally:
+        assert cli("lab", "down").code == 0
+
+
 def test_board_check_finds_degraded_links_and_firmware_off_baseline(lab, cli):  # type: ignore[no-untyped-def]
     r = cli("board", "check", "mn-tyo1-r12-01", "--output", "json")
     assert r.code == 0, r.out

@@ -1,6 +1,7 @@
 """What the servers of one provisioning run share, each behind a small coordinator.
 
-- :class:`PowerGate`: a rack's power budget and the stagger between two starts;
+- :class:`PowerGate`: a rack's power budget and the stagger between two starts (kept in the store,
+  shared with every other process working the rack);
 - :class:`SwitchBatcher`: the port moves for one switch that arrive together
   share its SSH sessions (a rack's servers reach the VLAN steps at about the
   same time);
@@ -17,43 +18,40 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetctl.errors import FleetError
 from fleetctl.workflows.provision.model import StepFailed
 
+if TYPE_CHECKING:
+    from fleetctl.lifecycle.rack_power import RackPower
+
 
 class PowerGate:
-    """Admit power-ons one rack at a time: within the budget, ``stagger_s`` apart.
+    """Admit power-ons: within each rack's budget, ``stagger_s`` apart, across every process working the rack.
 
-    A server already drawing power (found on) adds nothing when it is cycled,
-    but its restart still takes a stagger slot (inrush). Draw only grows
-    during a run (servers stay on), so a server that does not fit now never
-    will: it is refused at once with the figures.
+    The admissions are the store's (:class:`~fleetctl.lifecycle.rack_power.RackPower`),
+    so a second operator's run or another Temporal worker of the site counts
+    this run's power-ons and takes its starts after them. A server already
+    drawing power (found on) adds nothing when it is cycled, but its restart
+    still takes a stagger slot (inrush). A server that does not fit is refused
+    at once with the figures. Without a ledger (a run that powers nothing on),
+    admitting is a mistake.
     """
 
-    def __init__(self, budgets: dict[str, int | None], drawing: dict[str, int], stagger_s: float) -> None:
-        self.budgets = budgets
-        self.draw = dict(drawing)  # rack -> counted watts
-        self.stagger_s = stagger_s
-        self.next_start: dict[str, float] = {}
-        self.locks: dict[str, asyncio.Lock] = {}
+    def __init__(self, ledger: RackPower | None = None) -> None:
+        self.ledger = ledger
 
-    async def admit(self, rack: str, peak_w: int, *, already_drawing: bool) -> float:
-        """Wait for this server's slot; return the draw counted for the rack after it."""
-        lock = self.locks.setdefault(rack, asyncio.Lock())
-        async with lock:
-            budget = self.budgets.get(rack)
-            current = self.draw.get(rack, 0)
-            add = 0 if already_drawing else peak_w
-            if budget is not None and current + add > budget:
-                raise StepFailed(f"rack {rack} would draw {current + add} W at peak, over its {budget} W budget")
-            wait = self.next_start.get(rack, 0.0) - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            self.draw[rack] = current + add
-            self.next_start[rack] = time.monotonic() + self.stagger_s
-            return self.draw[rack]
+    async def admit(self, rack: str, server: str, peak_w: int, *, already_drawing: bool) -> int:
+        """Wait for this server's slot; return the rack's counted draw with it."""
+        from fleetctl.lifecycle.rack_power import OverBudget
+
+        if self.ledger is None:
+            raise FleetError("no power ledger: this run was not set up to power servers on")
+        try:
+            return (await self.ledger.take_turn(rack, server, peak_w, already_drawing=already_drawing)).draw_w
+        except OverBudget as e:
+            raise StepFailed(str(e)) from None
 
 
 class SwitchBatcher:

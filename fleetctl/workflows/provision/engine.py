@@ -54,7 +54,7 @@ class Provisioner:
         self.protected: dict[str, set[str]] = {}
         self.power_now: dict[str, Any] = {}
         self.fleets: Any = None  # fleetctl.plugins.FleetSessions while the loop runs
-        self.power = PowerGate({}, {}, options.stagger_s)
+        self.power = PowerGate()  # its ledger once the racks' power states are read (_setup_coordinators)
         self.switches = SwitchBatcher({}, options.switch_window_s, protected={}, sessions=options.switch_sessions)
         self.ansible = AnsibleBatcher(options.ansible_window_s, self._run_ansible)
         self.declared_sites: dict[str, asyncio.Future[Any]] = {}
@@ -249,11 +249,15 @@ class Provisioner:
 
     async def _setup_coordinators(self, work: list[str]) -> None:
         from fleetctl.interfaces.bmc import PowerState
+        from fleetctl.lifecycle.locks import owner_id
+        from fleetctl.lifecycle.rack_power import RackPower
 
         # Who draws power now in the racks concerned: their BMCs say (unknown counts as drawing).
+        read_at = time.time()
         self.power_now = await self._power_states()
-        drawing = {rack: sum(p or 0 for n, p in ms if self.power_now.get(n) != PowerState.OFF) for rack, ms in self.members.items()}
-        self.power = PowerGate(self.budgets, drawing, self.opt.stagger_s)
+        drawing = [n for ms in self.members.values() for n, _ in ms if self.power_now.get(n) != PowerState.OFF]
+        self.power = PowerGate(RackPower(self.engine, budgets=self.budgets, members=self.members, drawing=drawing, read_at=read_at,
+                                         stagger_s=self.opt.stagger_s, holder=self.owner or owner_id()))  # fmt: skip
         self.switches = SwitchBatcher(self.switch_refs, self.opt.switch_window_s, protected=self.protected,
                                       sessions=self.opt.switch_sessions)  # fmt: skip
         for n in work:

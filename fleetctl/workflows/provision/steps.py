@@ -216,7 +216,7 @@ async def boot(c: StepCall) -> dict[str, Any]:
         drawing = state != PowerState.OFF
         c.status("waiting for the rack's power slot")
         t0 = time.monotonic()
-        draw = await c.run.power.admit(ctx.rack, ctx.peak_w, already_drawing=drawing)
+        draw = await c.run.power.admit(ctx.rack, ctx.name, ctx.peak_w, already_drawing=drawing)
         c.waited(time.monotonic() - t0)
         action = "cycle" if state == PowerState.ON else "on"
         # Written before the request: a re-run after a crash asks the BMC whether the boot happened.
