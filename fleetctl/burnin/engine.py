@@ -285,18 +285,32 @@ def plan(conn: Any, *, kind: str, targets: list[str], level: str, duration: floa
 # --- the run ----------------------------------------------------------------------------
 
 
+def _run_holder(host: str, pid: int) -> Any:
+    """Who runs a burn-in run: its process (host, pid), or its workflow on Temporal (host ``temporal:WORKFLOW``)."""
+    from fleetctl.lifecycle.locks import Holder
+
+    if host.startswith("temporal:"):
+        return Holder.of_workflow("burnin", host.removeprefix("temporal:"))
+    return Holder("burnin", host, pid)
+
+
 def _open_run(engine: Any, p: Plan, *, restart: bool, actor: str) -> tuple[int, bool, set[str]]:
     """(run id, resumed, servers already done in it)."""
-    from fleetctl.lifecycle.locks import Holder
     from fleetctl.models.base import utcnow
     from fleetctl.store import immediate
     from fleetctl.store import tables as T
 
+    # A run whose process is gone is interrupted (on this host; another host's stays running until seen from there),
+    # and so is a run on Temporal whose workflow is closed (host "temporal:WORKFLOW"). Asked outside the write
+    # transaction: a workflow's status is a question to Temporal.
+    with engine.connect() as conn:
+        running = conn.execute(select(T.burnin_run.c.id, T.burnin_run.c.host, T.burnin_run.c.pid)
+                               .where(T.burnin_run.c.state == "running")).all()  # fmt: skip
+    gone = [r.id for r in running if _run_holder(r.host, r.pid).alive() is False]
     with immediate(engine) as conn:
-        # A run whose process is gone is interrupted (on this host; another host's stays running until seen from there).
-        for r in conn.execute(select(T.burnin_run.c.id, T.burnin_run.c.host, T.burnin_run.c.pid).where(T.burnin_run.c.state == "running")):
-            if Holder("x", r.host, r.pid).alive() is False:
-                conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == r.id).values(state="interrupted"))
+        if gone:
+            conn.execute(update(T.burnin_run).where(T.burnin_run.c.id.in_(gone), T.burnin_run.c.state == "running")
+                         .values(state="interrupted"))  # fmt: skip
         last = conn.execute(select(T.burnin_run).where(T.burnin_run.c.kind == p.kind, T.burnin_run.c.state == "interrupted")
                             .order_by(T.burnin_run.c.id.desc()).limit(1)).first()  # fmt: skip
         names = [s.name for s in p.servers]

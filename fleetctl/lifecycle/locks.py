@@ -24,28 +24,43 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from fleetctl.errors import Locked
+from fleetctl.errors import FleetError, Locked
 from fleetctl.store import immediate
+
+TEMPORAL_MARK = ":temporal:"
 
 
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a lock: ``user:host:pid`` in the reservation column.
+    """Who holds a lock: ``user:host:pid`` in the reservation column, or ``user:temporal:WORKFLOW`` for a run on Temporal.
 
-    ``host`` and ``pid`` are None when the stored value is not of that form
-    (a lock taken by hand): such a holder is never taken for gone.
+    ``host`` and ``pid`` are None when the stored value is not of either form
+    (a lock taken by hand): such a holder is never taken for gone. A run on
+    Temporal outlives the worker process that locked for it: its holder is
+    its parent workflow, gone once Temporal says that workflow is closed.
     """
 
     user: str
     host: str | None = None
     pid: int | None = None
+    workflow: str | None = None
 
     @classmethod
     def parse(cls, value: str) -> Holder:
+        user, mark, workflow = value.partition(TEMPORAL_MARK)
+        if mark and workflow and not workflow.isdigit():  # (a job id after the mark: an older form, never taken for gone)
+            return cls(user, workflow=workflow)
         parts = value.rsplit(":", 2)
-        if len(parts) == 3 and parts[2].isdigit() and str(int(parts[2])) == parts[2]:
+        if len(parts) == 3 and parts[2].isdigit() and str(int(parts[2])) == parts[2] and parts[1] != "temporal":
             return cls(parts[0], parts[1], int(parts[2]))
         return cls(value)
+
+    @classmethod
+    def of_workflow(cls, user: str, workflow: str | None) -> Holder:
+        """A run on Temporal, held by its parent workflow (an activity's ``workflow_id``, never None in a workflow)."""
+        if not workflow or workflow.isdigit():
+            raise FleetError(f"a run on Temporal is held by its workflow's id, not {workflow!r}")
+        return cls(user, workflow=workflow)
 
     @classmethod
     def me(cls) -> Holder:
@@ -55,7 +70,11 @@ class Holder:
         return cls(actor(), socket.gethostname(), os.getpid())
 
     def alive(self) -> bool | None:
-        """Whether the process holding the lock still runs (None: another host, or unknown)."""
+        """Whether the process (or workflow) holding the lock still runs (None: another host, or unknown)."""
+        if self.workflow is not None:
+            from fleetctl.scaleout.client import workflow_running
+
+            return workflow_running(self.workflow)
         if self.host is None or self.pid is None or self.host != socket.gethostname():
             return None
         try:
@@ -67,6 +86,8 @@ class Holder:
         return True
 
     def __str__(self) -> str:
+        if self.workflow is not None:
+            return f"{self.user}{TEMPORAL_MARK}{self.workflow}"
         return self.user if self.host is None else f"{self.user}:{self.host}:{self.pid}"
 
 
@@ -98,6 +119,13 @@ class Refused:
         if self.holder is None:
             return ""
         alive = self.holder.alive()
+        if self.holder.workflow is not None:
+            if alive is False:
+                return "its workflow is closed: the next run recovers the lock (or `fleetctl server unlock` now)"
+            if alive is None:
+                return (f"held by Temporal workflow {self.holder.workflow}, whose status cannot be read here (FLEETCTL_TEMPORAL): "
+                        "wait for it to end, or leave that server out")  # fmt: skip
+            return "its workflow is running (`fleetctl jobs cancel` stops it): wait for it to end, or leave that server out"
         if alive is False:
             return "its process is gone: the next run recovers the lock (or `fleetctl server unlock` now)"
         if alive is None and self.holder.host is not None:
@@ -183,23 +211,24 @@ def break_lock(engine: Any, name: str, *, force: bool = False) -> Holder | None:
     """Clear a lock whose owner is gone (or any, with force); return the old holder."""
     from fleetctl.store import tables as T
 
-    with immediate(engine) as conn:
+    with engine.connect() as conn:
         row = conn.execute(
             select(T.server.c.reservation, T.server.c.reserved_at, T.server.c.reserved_for).where(T.server.c.name == name)
         ).first()
-        if row is None or row.reservation is None:
-            return None
-        holder = Holder.parse(row.reservation)
-        alive = holder.alive()
-        if alive is not False and not force:
-            # A live holder: wait or leave the server out (never --force: two operators would work one server);
-            # a holder on another host (which we cannot see) may be broken with --force once known gone.
-            raise Locked(Refused(name, holder, row.reserved_at, row.reserved_for).message())
-        conn.execute(
+    if row is None or row.reservation is None:
+        return None
+    holder = Holder.parse(row.reservation)
+    alive = holder.alive()  # outside the write transaction: for a workflow it asks Temporal
+    if alive is not False and not force:
+        # A live holder: wait or leave the server out (never --force: two operators would work one server);
+        # a holder on another host (which we cannot see) may be broken with --force once known gone.
+        raise Locked(Refused(name, holder, row.reserved_at, row.reserved_for).message())
+    with immediate(engine) as conn:
+        n = conn.execute(
             update(T.server).where(T.server.c.name == name, T.server.c.reservation == row.reservation)
             .values(reservation=None, reserved_at=None, reserved_for=None)
-        )  # fmt: skip
-        return holder
+        ).rowcount  # fmt: skip
+    return holder if n else None  # (taken by someone else meanwhile: not the lock that was judged)
 
 
 def lock_recovering(engine: Any, names: list[str], *, purpose: str, reason: str,
@@ -222,9 +251,11 @@ def lock_recovering(engine: Any, names: list[str], *, purpose: str, reason: str,
         return got, busy
     for n in stale:
         old = break_lock(engine, n)
+        was = busy[n].holder
+        gone = "workflow closed" if was is not None and was.workflow is not None else "process gone"
         with immediate(engine) as c:
             c.execute(insert(T.event).values(at=utcnow(), actor=actor(), action="server.unlock", object_kind="server", object_name=n,
-                                             detail=f"stale lock of {old} (process gone) recovered", reason=reason))  # fmt: skip
+                                             detail=f"stale lock of {old} ({gone}) recovered", reason=reason))  # fmt: skip
     got2, busy2 = try_lock(engine, stale, purpose=purpose, owner=owner)
     return got + got2, {**{n: w for n, w in busy.items() if n not in stale}, **busy2}
 

@@ -102,6 +102,7 @@ class ProvisionActivities:
         return await asyncio.to_thread(self._open, req)
 
     def _open(self, req: dict[str, Any]) -> dict[str, Any]:
+        from fleetctl.lifecycle.locks import Holder
         from fleetctl.workflows.journal import Journal
 
         names: list[str] = req["names"]
@@ -113,9 +114,9 @@ class ProvisionActivities:
         args = {"reprovision": p.opt.reprovision, "restart": p.opt.restart, "servers": len(work), "engine": "temporal",
                 "workflow": activity.info().workflow_id}  # fmt: skip
         journal = Journal.open(p.engine, kind="provision", target=req["label"], args=args, actor=req["actor"], prefix="provision.")
-        # The lock's holder is the job: "ACTOR:temporal:JOB" (never taken for a process gone: it is no process). It is
-        # the job's owner too: the worker that opened it may die while the run goes on elsewhere.
-        p.owner = f"{req['actor']}:temporal:{journal.job_id}"
+        # The locks' holder is the run's parent workflow, "ACTOR:temporal:WORKFLOW", not this worker: it may die while
+        # the run goes on elsewhere. It is the job's owner too; both are taken for gone once Temporal says it closed.
+        p.owner = str(Holder.of_workflow(req["actor"], activity.info().workflow_id))
         _own(p.engine, journal.job_id, p.owner)
         busy = p._lock(work) if work else {}
         for n, why in busy.items():

@@ -58,7 +58,7 @@ class BurninActivities:
 
         from fleetctl.burnin.engine import open_run, stored_results
         from fleetctl.errors import FleetError
-        from fleetctl.lifecycle.locks import _refusal, lock_recovering, release
+        from fleetctl.lifecycle.locks import Holder, _refusal, lock_recovering, release
         from fleetctl.scaleout.activities import _own
         from fleetctl.store import immediate
         from fleetctl.store import tables as T
@@ -71,8 +71,8 @@ class BurninActivities:
         except FleetError as e:  # what the command checked changed since, or this worker lacks a credential: nothing touched
             return {"refused": str(e), "error": "input"}
         # The locks' holder is the workflow, not this worker's process: the run goes on if this worker dies, and its
-        # locks are then not "stale" (a holder that is no user:host:pid is never taken for gone).
-        owner = f"{req['actor']}:temporal:{wid}"
+        # locks are then not stale; they are once Temporal says the workflow closed (terminated, say).
+        owner = str(Holder.of_workflow(req["actor"], wid))
         release(engine, names, owner=owner)  # an earlier attempt of this activity, lost after it locked: this run's own locks
         got, refused = lock_recovering(engine, names, purpose=f"burnin --{p.kind}", reason="burn-in resumes", owner=owner)
         if refused:

@@ -296,6 +296,47 @@ def workflow_status(workflow_id: str, address: str, namespace: str) -> dict[str,
     return _run(go(), workflow_id, address, namespace)
 
 
+# Whether a workflow runs, as last asked (monotonic time, answer): a lock check asks once for many servers.
+_RUNNING: dict[str, tuple[float, bool | None]] = {}
+RUNNING_TTL_S = 5.0
+RUNNING_REACH_S = 3.0  # a lock or job check must not hang on an unreachable Temporal
+
+
+def workflow_running(workflow_id: str) -> bool | None:
+    """Whether a run's parent workflow is still running on Temporal: False once it is closed (completed,
+    cancelled, terminated, timed out); None when this process cannot tell (``FLEETCTL_TEMPORAL`` unset, the
+    server unreachable within a few seconds, or a workflow it does not know: pointed at another server or
+    namespace than the run's, a running run must not be taken for gone, nor its locks broken).
+
+    Safe to call with an event loop running (a worker's activity): the exchange runs on a thread of its own.
+    """
+    import concurrent.futures
+    import time
+
+    from fleetctl.config import temporal_address, temporal_namespace
+
+    address = temporal_address()
+    if address is None:
+        return None
+    hit = _RUNNING.get(workflow_id)
+    if hit is not None and time.monotonic() - hit[0] < RUNNING_TTL_S:
+        return hit[1]
+    namespace = temporal_namespace()
+
+    async def go() -> bool:
+        client = await asyncio.wait_for(connect(address, namespace), RUNNING_REACH_S)
+        desc = await asyncio.wait_for(client.get_workflow_handle(workflow_id).describe(), RUNNING_REACH_S)
+        return desc.status is not None and desc.status.name == "RUNNING"
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fleetctl-temporal-status") as pool:
+            answer: bool | None = pool.submit(asyncio.run, go()).result()
+    except Exception:  # noqa: BLE001 - unreachable, unknown, timed out: cannot tell, and a lock is then never taken for gone
+        answer = None
+    _RUNNING[workflow_id] = (time.monotonic(), answer)
+    return answer
+
+
 def cancel_workflow(workflow_id: str, address: str, namespace: str) -> str:
     """Request the cancellation of a run's parent workflow; its status before (only a RUNNING one is cancelled).
 

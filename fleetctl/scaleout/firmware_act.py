@@ -49,6 +49,7 @@ class FirmwareActivities:
     def _open(self, req: dict[str, Any]) -> dict[str, Any]:
         from sqlalchemy import select
 
+        from fleetctl.lifecycle.locks import Holder
         from fleetctl.scaleout.activities import _own
         from fleetctl.store import get_engine
         from fleetctl.store import tables as T
@@ -61,9 +62,9 @@ class FirmwareActivities:
         who = req["actor"]
         args = {**req["args"], "engine": "temporal", "workflow": activity.info().workflow_id}
         journal = Journal.open(engine, kind=KIND, target=req["label"], args=args, actor=who, prefix=PREFIX)
-        # The locks' holder and the job's owner is the run ("ACTOR:temporal:JOB"), not this worker: it may die while
-        # the run goes on elsewhere (and a holder that is no process is never taken for a dead one).
-        owner = f"{who}:temporal:{journal.job_id}"
+        # The locks' holder and the job's owner is the run's parent workflow ("ACTOR:temporal:WORKFLOW"), not this
+        # worker: it may die while the run goes on elsewhere. Both are taken for gone once Temporal says it closed.
+        owner = str(Holder.of_workflow(who, activity.info().workflow_id))
         _own(engine, journal.job_id, owner)
         got, busy = lock_servers(engine, req["names"], owner=owner, who=who)
         sites: dict[str, str] = {}

@@ -314,8 +314,13 @@ def job_owner(args: Any) -> Any:
     return Holder.parse(owner) if isinstance(owner, str) else None
 
 
+def _gone(holder: Any) -> str:
+    return f"workflow {holder.workflow} is closed" if holder.workflow is not None else f"process {holder} is gone"
+
+
 def mark_interrupted(engine: Any) -> list[int]:
-    """Mark ``interrupted`` every ``running`` job whose process, on this host, is gone; their ids.
+    """Mark ``interrupted`` every ``running`` job whose process, on this host, is gone (or whose workflow on
+    Temporal is closed: terminated, say, so that its own close never ran); their ids.
 
     A job killed with SIGKILL (or whose machine rebooted) never wrote its end.
     Its steps are left as they are: a step left ``running`` is what a resumed
@@ -338,7 +343,7 @@ def mark_interrupted(engine: Any) -> list[int]:
         with immediate(engine) as conn:
             n = conn.execute(
                 update(T.job).where(j.id == job_id, j.state == JobState.RUNNING.value).values(
-                    state=JobState.INTERRUPTED.value, finished_at=utcnow(), error=f"interrupted: its process {holder} is gone")
+                    state=JobState.INTERRUPTED.value, finished_at=utcnow(), error=f"interrupted: its {_gone(holder)}")
             ).rowcount  # fmt: skip
         if n:
             marked.append(job_id)

@@ -371,6 +371,12 @@ def test_cancel_stops_a_temporal_provision_run(site_lab, cli, temporal, workers,
         [(args,)] = _q("SELECT args FROM job WHERE id = :j", j=job)
         args = args if isinstance(args, dict) else json.loads(args)
         assert args["engine"] == "temporal", args
+        # The servers are locked by the run's parent workflow, which Temporal says runs: never taken for gone.
+        from fleetctl.lifecycle.locks import Holder
+
+        held = {r for (r,) in _q("SELECT reservation FROM server WHERE reservation IS NOT NULL")}
+        assert len(held) == 1 and next(iter(held)).endswith(f":temporal:{args['workflow']}"), held
+        assert Holder.parse(next(iter(held))).alive() is True
         # `jobs show` gives the workflow and its live status.
         r = cli("jobs", "show", str(job), "--output", "json")
         assert r.code == 0, r.err
@@ -413,6 +419,23 @@ def test_cancel_stops_a_temporal_provision_run(site_lab, cli, temporal, workers,
     r = cli("jobs", "cancel", str(orphan), "--output", "json")
     assert r.code == 1 and time.monotonic() - t1 < 15, (r.out, r.err)
     assert "already canceled" in json.loads(r.out)["action"] and json.loads(r.out)["state"] == "running", r.out
+    # What a terminated run leaves (its own close never ran): a job `running` and a lock, both its workflow's,
+    # and that workflow is closed: `jobs list` marks the job interrupted, and the lock is recovered without --force.
+    from fleetctl.lifecycle.locks import try_lock
+    from fleetctl.scaleout import client as temporal_client
+    from fleetctl.scaleout.activities import _own
+
+    temporal_client._RUNNING.clear()  # (this process asked while the workflow ran, a few seconds ago)
+    owner = f"tester@ci:temporal:{args['workflow']}"
+    left = Journal.open(get_engine(), kind="provision", target="y", args={"engine": "temporal", "workflow": args["workflow"]},
+                        actor="tester@ci", prefix="provision.").job_id  # fmt: skip
+    _own(get_engine(), left, owner)
+    assert try_lock(get_engine(), [names[0]], purpose="provision", owner=owner)[0] == [names[0]]
+    listed = {j["id"]: j for j in json.loads(cli("jobs", "list", "--output", "json").out)}
+    assert listed[left]["state"] == "interrupted", listed[left]
+    assert listed[left]["error"] == f"interrupted: its workflow {args['workflow']} is closed", listed[left]
+    r = cli("server", "unlock", names[0])
+    assert r.code == 0 and f"lock of {owner} broken" in r.out, (r.out, r.err)
     assert time.monotonic() - t0 < 120
 
 
