@@ -199,10 +199,6 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def main() -> None:
     import signal
     import threading
@@ -214,7 +210,9 @@ def main() -> None:
     # close the journal (the job `interrupted`) and release the locks, where the default action would kill the
     # process mid-write and leave both to be recovered later. Commands with their own handling (the worker, the
     # exporter) install theirs over it. Only the main thread may set a handler (tests call main() elsewhere too).
-    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() else None
+    from fleetctl.cli.common import sigterm_as_ctrl_c
+
+    previous = signal.signal(signal.SIGTERM, sigterm_as_ctrl_c) if threading.current_thread() is threading.main_thread() else None
     # click's exceptions, wherever this typer takes click from (typer 0.2x carries its own copy).
     click_exc = sys.modules[typer.BadParameter.__module__]
     no_args_help = getattr(click_exc, "NoArgsIsHelpError", ())

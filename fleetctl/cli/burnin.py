@@ -127,15 +127,13 @@ def _through_temporal(p: Any, address: str, *, restart: bool, concurrency: int, 
     """The run as Temporal workflows, followed to its end; Ctrl-C (or SIGTERM) detaches: the run goes on on the workers."""
     import signal
 
+    from fleetctl.cli.common import sigterm_as_ctrl_c
     from fleetctl.cli.output import console
     from fleetctl.config import temporal_namespace
     from fleetctl.scaleout import burnin_client
     from fleetctl.scaleout.client import Detached
 
-    def _term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, _term)
+    previous = signal.signal(signal.SIGTERM, sigterm_as_ctrl_c)  # as Ctrl-C (the journal and the locks closed properly)
     try:
         return burnin_client.run(p, restart=restart, concurrency=concurrency, address=address, namespace=temporal_namespace(),
                                  progress=progress)  # fmt: skip

@@ -121,3 +121,24 @@ def show_plan(plan: Any, fmt: Format = Format.table, *, dry_run: bool) -> None:
 def _short(v: Any) -> str:
     s = str(v)
     return s if len(s) <= 60 else s[:57] + "..."
+
+
+def sigterm_as_ctrl_c(signum: int, frame: Any) -> None:
+    """A SIGTERM handler that does what Ctrl-C does.
+
+    Inside ``asyncio.run`` that is the runner's own SIGINT handler: it cancels
+    the main task, which unwinds at an await (journal closed, locks released),
+    and ``asyncio.run`` then raises KeyboardInterrupt. Elsewhere it is a
+    KeyboardInterrupt. Raised straight from this handler inside the loop, the
+    interrupt could land in a weakref callback or a ``__del__`` and be
+    swallowed ("Exception ignored in ..."), and the command went on after
+    `fleetctl jobs cancel` (seen once in the test suite).
+    """
+    import signal
+
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler) and handler is not signal.default_int_handler:
+        handler(signal.SIGINT, frame)
+        return
+    raise KeyboardInterrupt
+

@@ -237,16 +237,14 @@ def _through_temporal(request: dict[str, Any], say: Any) -> Any:
     """The campaign as Temporal workflows, followed to its end (the same report); Ctrl-C or SIGTERM detaches."""
     import signal
 
+    from fleetctl.cli.common import sigterm_as_ctrl_c
     from fleetctl.cli.output import console
     from fleetctl.config import temporal_address, temporal_namespace
     from fleetctl.scaleout.client import Detached
     from fleetctl.scaleout.firmware_client import campaign
     from fleetctl.workflows.firmware_campaign import WaveReport
 
-    def _term(signum: int, frame: Any) -> None:  # SIGTERM as Ctrl-C: detach, the run goes on on the workers
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, _term)
+    previous = signal.signal(signal.SIGTERM, sigterm_as_ctrl_c)  # as Ctrl-C (the journal and the locks closed properly)
     address = temporal_address()
     assert address is not None
     try:

@@ -69,10 +69,9 @@ def command(
     opts = Options(dry_run=dry_run, reprovision=reprovision, restart=restart, accept_drift=accept_drift, concurrency=concurrency,
                    stagger_s=stagger, ansible_window_s=ansible_window, poll_s=poll, switch_sessions=switch_sessions)  # fmt: skip
 
-    def _term(signum: int, frame: Any) -> None:  # SIGTERM as Ctrl-C: the journal and the locks are closed properly
-        raise KeyboardInterrupt
+    from fleetctl.cli.common import sigterm_as_ctrl_c
 
-    previous = signal.signal(signal.SIGTERM, _term)
+    previous = signal.signal(signal.SIGTERM, sigterm_as_ctrl_c)  # as Ctrl-C (the journal and the locks closed properly)
     label = " ".join(targets)
     names = [s.name for s in servers]
     try:
