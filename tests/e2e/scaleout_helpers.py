@@ -46,32 +46,60 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _free_port_block(n: int = 5) -> int:
+    """A port P with P..P+n-1 all free now: the dev server's own services listen on the ports after its
+    frontend's, and one of them taken made the server panic (a nil listener) after the frontend answered."""
+    for _ in range(50):
+        first = _free_port()
+        try:
+            for port in range(first + 1, first + n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return first
+    return _free_port()
+
+
 class TemporalServer:
     """Temporal's dev server on 127.0.0.1, its state in a file (so it can be restarted mid-run)."""
 
     def __init__(self, folder: Path) -> None:
-        self.port = _free_port()
+        self.port = _free_port_block()
         self.db = folder / "temporal.db"
         self.log = folder / "temporal.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.restart = False  # started before: a restart keeps the port
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        """Start the server and wait until it serves; a port taken meanwhile (the free ports are picked before the
+        server binds them, and other test workers start servers too) means new ports, for a fresh server only."""
         assert TEMPORAL is not None
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([TEMPORAL, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(self.port),
-                                          "--http-port", str(_free_port()), "--metrics-port", str(_free_port()),
-                                          "--db-filename", str(self.db)], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
         deadline = time.monotonic() + 120  # ~2 s on an idle machine; far more under load
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return
-            except OSError:
-                time.sleep(0.2)
+        for _ in range(3):
+            with open(self.log, "ab") as log:
+                self.proc = subprocess.Popen([TEMPORAL, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port",
+                                              str(self.port), "--http-port", str(_free_port()), "--metrics-port", str(_free_port()),
+                                              "--db-filename", str(self.db)], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                except OSError:
+                    time.sleep(0.2)
+                    continue
+                time.sleep(1.5)  # what answered may be another process, or the server may yet fail to bind its others
+                if self.proc.poll() is None:
+                    self.restart = True
+                    return
+            if self.proc.poll() is None or time.monotonic() >= deadline:
+                break  # out of time
+            if not self.restart:  # a restarted server keeps its port: its clients know it
+                self.port = _free_port_block()
+        self.restart = True
         self.stop()
         raise AssertionError(f"the Temporal dev server did not serve within 120 s: {self.log.read_text()[-2000:]}")
 
