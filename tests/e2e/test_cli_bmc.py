@@ -296,33 +296,41 @@ def test_bios_apply_profile_brings_servers_to_their_models_profile(lab, cli):  #
     assert {x["would_change"] for x in json.loads(r.out)} == {"(nothing)"}
 
 
-def test_power_on_is_staggered_and_keeps_the_rack_within_budget(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
-    rack13 = [f"mn-tyo1-r13-{i:02d}" for i in range(1, 9)]
+RACK13 = [f"mn-tyo1-r13-{i:02d}" for i in range(1, 9)]
+
+
+@pytest.fixture
+def rack13_lab(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """Rack 13's eight MN-Core servers, off, in a lab of their own; the rack's budget room for three (1,600 W peak)."""
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab13"))
-    assert cli("rack", "set", "rack-13", "--power-budget", "5000").code == 0  # room for 3 servers at 1600 W peak
-    assert lab_up(cli, monkeypatch, "--power-transition", "0.2", *serve(rack13)).code == 0
+    assert cli("rack", "set", "rack-13", "--power-budget", "5000").code == 0
+    assert lab_up(cli, monkeypatch, "--power-transition", "0.2", *serve(RACK13)).code == 0
     try:
-        doc = lab_doc(tmp_path / "lab13")
-        r = cli("power", "on", "rack-13", "--stagger", "0.4", "--output", "json")
-        assert r.code == 1  # five servers could not be started
-        started = [n for n in rack13 if counters(doc, n)["power_on"] == 1]
-        assert len(started) == 3
-        # The lab's own record of when each server drew power: never over budget, starts spread out.
-        spans = [(t["on"], t["off"]) for n in rack13 for t in counters(doc, n)["power_timeline"]]
-        starts = sorted(on for on, _ in spans)
-        assert all(b - a >= 0.35 for a, b in itertools.pairwise(starts)), starts
-        for t in starts:
-            drawing = sum(1 for on, off in spans if on <= t and (off is None or off > t))
-            assert drawing * 1600 <= 5000
-        # Nothing more can start until the budget is raised; then the rest go.
-        assert cli("rack", "set", "rack-13", "--power-budget", "16000").code == 0
-        assert cli("power", "on", "rack-13", "--stagger", "0", "--output", "json").code == 0
-        assert all(counters(doc, n)["power_on"] == 1 for n in rack13)  # and nobody twice
+        yield lab_doc(tmp_path / "lab13")
     finally:
         assert cli("lab", "down").code == 0
 
 
-def test_two_power_on_commands_share_the_rack_s_budget_and_stagger(example_loaded, cli, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+def test_power_on_is_staggered_and_keeps_the_rack_within_budget(rack13_lab, cli):  # type: ignore[no-untyped-def]
+    doc = rack13_lab
+    r = cli("power", "on", "rack-13", "--stagger", "0.4", "--output", "json")
+    assert r.code == 1  # five servers could not be started
+    started = [n for n in RACK13 if counters(doc, n)["power_on"] == 1]
+    assert len(started) == 3
+    # The lab's own record of when each server drew power: never over budget, starts spread out.
+    spans = [(t["on"], t["off"]) for n in RACK13 for t in counters(doc, n)["power_timeline"]]
+    starts = sorted(on for on, _ in spans)
+    assert all(b - a >= 0.35 for a, b in itertools.pairwise(starts)), starts
+    for t in starts:
+        drawing = sum(1 for on, off in spans if on <= t and (off is None or off > t))
+        assert drawing * 1600 <= 5000
+    # Nothing more can start until the budget is raised; then the rest go.
+    assert cli("rack", "set", "rack-13", "--power-budget", "16000").code == 0
+    assert cli("power", "on", "rack-13", "--stagger", "0", "--output", "json").code == 0
+    assert all(counters(doc, n)["power_on"] == 1 for n in RACK13)  # and nobody twice
+
+
+def test_two_power_on_commands_share_the_rack_s_budget_and_stagger(rack13_lab):  # type: ignore[no-untyped-def]
     """Two operators power on the two halves of one rack at once: the budget and the stagger hold across both
     (before, each counted only its own starts: each started three, six in all, 9,600 W on a 5,000 W rack)."""
     import os
@@ -330,26 +338,19 @@ def test_two_power_on_commands_share_the_rack_s_budget_and_stagger(example_loade
     import sys
     from pathlib import Path
 
-    rack13 = [f"mn-tyo1-r13-{i:02d}" for i in range(1, 9)]
-    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab13"))
-    assert cli("rack", "set", "rack-13", "--power-budget", "5000").code == 0  # room for 3 servers at 1600 W peak
-    assert lab_up(cli, monkeypatch, "--power-transition", "0.2", *serve(rack13)).code == 0
-    try:
-        doc = lab_doc(tmp_path / "lab13")
-        fleetctl = str(Path(sys.executable).parent / "fleetctl")
-        procs = [subprocess.Popen([fleetctl, "power", "on", *half, "--stagger", "1", "--output", "json"], env=dict(os.environ),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-                 for half in (rack13[:4], rack13[4:])]  # fmt: skip
-        outs = [p.communicate(timeout=120) for p in procs]
-        assert [p.returncode for p in procs] == [1, 1], outs  # four servers each, room for three in all: both refused some
-        started = [n for n in rack13 if counters(doc, n)["power_on"] == 1]
-        assert len(started) == 3, (started, outs)
-        assert all("over its 5000 W budget" in out for out, _ in outs), outs  # each says why it left some off
-        starts = sorted(t["on"] for n in rack13 for t in counters(doc, n)["power_timeline"])
-        # 1 s apart in the store; the lab stamps each request's arrival, a little later for one than another
-        assert all(b - a >= 0.6 for a, b in itertools.pairwise(starts)), starts
-    finally:
-        assert cli("lab", "down").code == 0
+    doc = rack13_lab
+    fleetctl = str(Path(sys.executable).parent / "fleetctl")
+    procs = [subprocess.Popen([fleetctl, "power", "on", *half, "--stagger", "1", "--output", "json"], env=dict(os.environ),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+             for half in (RACK13[:4], RACK13[4:])]  # fmt: skip
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [1, 1], outs  # four servers each, room for three in all: both refused some
+    started = [n for n in RACK13 if counters(doc, n)["power_on"] == 1]
+    assert len(started) == 3, (started, outs)
+    assert all("over its 5000 W budget" in out for out, _ in outs), outs  # each says why it left some off
+    starts = sorted(t["on"] for n in RACK13 for t in counters(doc, n)["power_timeline"])
+    # 1 s apart in the store; the lab stamps each request's arrival, a little later for one than another
+    assert all(b - a >= 0.6 for a, b in itertools.pairwise(starts)), starts
 
 
 def test_board_check_finds_degraded_links_and_firmware_off_baseline(lab, cli):  # type: ignore[no-untyped-def]
