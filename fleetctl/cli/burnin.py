@@ -125,23 +125,17 @@ def _check_engine(dry_run: bool) -> None:
 
 def _through_temporal(p: Any, address: str, *, restart: bool, concurrency: int, progress: Any) -> Any:
     """The run as Temporal workflows, followed to its end; Ctrl-C (or SIGTERM) detaches: the run goes on on the workers."""
-    import signal
-
-    from fleetctl.cli.common import sigterm_as_ctrl_c
     from fleetctl.cli.output import console
     from fleetctl.config import temporal_namespace
     from fleetctl.scaleout import burnin_client
     from fleetctl.scaleout.client import Detached
 
-    previous = signal.signal(signal.SIGTERM, sigterm_as_ctrl_c)  # as Ctrl-C (the journal and the locks closed properly)
-    try:
+    try:  # (SIGTERM is Ctrl-C, cli.app.main)
         return burnin_client.run(p, restart=restart, concurrency=concurrency, address=address, namespace=temporal_namespace(),
                                  progress=progress)  # fmt: skip
     except Detached as d:
         console(stderr=True).print(d.message("fleetctl burnin show"), highlight=False)
         raise typer.Exit(130) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _with_live_table(p: Any, go: Any) -> Any:

@@ -235,25 +235,19 @@ def _temporal() -> str | None:
 
 def _through_temporal(request: dict[str, Any], say: Any) -> Any:
     """The campaign as Temporal workflows, followed to its end (the same report); Ctrl-C or SIGTERM detaches."""
-    import signal
-
-    from fleetctl.cli.common import sigterm_as_ctrl_c
     from fleetctl.cli.output import console
     from fleetctl.config import temporal_address, temporal_namespace
     from fleetctl.scaleout.client import Detached
     from fleetctl.scaleout.firmware_client import campaign
     from fleetctl.workflows.firmware_campaign import WaveReport
 
-    previous = signal.signal(signal.SIGTERM, sigterm_as_ctrl_c)  # as Ctrl-C (the journal and the locks closed properly)
     address = temporal_address()
     assert address is not None
-    try:
+    try:  # (SIGTERM is Ctrl-C, cli.app.main)
         out = campaign(request, address, temporal_namespace(), say)
     except Detached as d:
         console(stderr=True).print(d.message(), highlight=False)
         raise typer.Exit(130) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return WaveReport(out["rows"], int(out["failed"]), bool(out["halted"]), bool(out["stopped"]))
 
 

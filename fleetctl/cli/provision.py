@@ -40,7 +40,6 @@ def command(
 
     Resumable: a re-run continues from the journal. Exit 1 when any server is not ready.
     """
-    import signal
 
     from fleetctl.cli.bmcrun import resolve
     from fleetctl.errors import InputError
@@ -69,9 +68,7 @@ def command(
     opts = Options(dry_run=dry_run, reprovision=reprovision, restart=restart, accept_drift=accept_drift, concurrency=concurrency,
                    stagger_s=stagger, ansible_window_s=ansible_window, poll_s=poll, switch_sessions=switch_sessions)  # fmt: skip
 
-    from fleetctl.cli.common import sigterm_as_ctrl_c
-
-    previous = signal.signal(signal.SIGTERM, sigterm_as_ctrl_c)  # as Ctrl-C (the journal and the locks closed properly)
+    # SIGTERM (`fleetctl jobs cancel`) is Ctrl-C here as everywhere (cli.app.main): the journal and the locks are closed.
     label = " ".join(targets)
     names = [s.name for s in servers]
     try:
@@ -85,8 +82,6 @@ def command(
         if dry_run:  # the dry run lists every problem; the error line (exit 2) follows
             _report_problems(e, output)
         raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     _report(results, stats, output, dry_run=dry_run)
     code = worst_exit(results)
     if code:
