@@ -185,13 +185,36 @@ def cancel(job_id: int, wait: WaitOpt = 60.0, output: OutputOpt = Format.table) 
         doc.update(_cancel_process(job_id, job_owner(args), job.created_at))
     t0 = time.monotonic()
     state = _wait_for_end(engine, job_id, wait)
+    still = None
+    if doc["engine"] == "temporal" and wait > 0 and state != JobState.RUNNING.value:
+        # The parent closes the job from its cancellation handler, then ends: wait for that end too, so a
+        # command run after this one sees the workflow (and its id, free again) closed.
+        doc["workflow_status_after"] = _wait_for_close(str(doc["workflow"]), t0 + wait)
+        if doc["workflow_status_after"] == "RUNNING":
+            still = f"job {job_id} is {state}, but its workflow {doc['workflow']} is still closing after {wait:g} s"
     doc.update(state=state, waited_s=round(time.monotonic() - t0, 1))
     emit_one(doc, output)
     if state == JobState.RUNNING.value:
+        still = f"job {job_id} still running after {wait:g} s: see `fleetctl jobs show {job_id}`"
+    if still is not None:
         from fleetctl.cli.output import console
 
-        console(stderr=True).print(f"job {job_id} still running after {wait:g} s: see `fleetctl jobs show {job_id}`", highlight=False)
+        console(stderr=True).print(still, highlight=False)
         raise typer.Exit(1)
+
+
+def _wait_for_close(workflow_id: str, deadline: float) -> str:
+    """The workflow's status once it is closed, or RUNNING at ``deadline`` (a monotonic time)."""
+    from fleetctl.config import temporal_address, temporal_namespace
+    from fleetctl.scaleout.client import workflow_status
+
+    address, namespace = temporal_address(), temporal_namespace()
+    assert address is not None  # _cancel_temporal refused without it
+    while True:
+        status = str(workflow_status(workflow_id, address, namespace, live=False)["status"])
+        if status != "RUNNING" or time.monotonic() >= deadline:
+            return status
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
 def _cancel_temporal(job_id: int, args: dict[str, Any]) -> dict[str, Any]:

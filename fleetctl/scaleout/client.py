@@ -273,8 +273,8 @@ async def _live(client: Any, status: dict[str, Any]) -> dict[str, Any]:
 REACH_S = 10.0
 
 
-def workflow_status(workflow_id: str, address: str, namespace: str) -> dict[str, Any]:
-    """A run's parent workflow as Temporal has it: its status, and its live rows (the ``status`` query) while it runs.
+def workflow_status(workflow_id: str, address: str, namespace: str, *, live: bool = True) -> dict[str, Any]:
+    """A run's parent workflow as Temporal has it: its status, and (``live``) its live rows (the ``status`` query) while it runs.
 
     Raises:
         FleetError: Temporal cannot be reached (or does not know the workflow).
@@ -286,7 +286,7 @@ def workflow_status(workflow_id: str, address: str, namespace: str) -> dict[str,
         desc = await asyncio.wait_for(handle.describe(), REACH_S)
         status = desc.status.name if desc.status is not None else "UNKNOWN"
         out: dict[str, Any] = {"status": status}
-        if status == "RUNNING":
+        if status == "RUNNING" and live:
             try:  # answered by a worker: none polling the control queue leaves the status alone
                 out["live"] = await asyncio.wait_for(handle.query("status"), REACH_S)
             except Exception as e:  # noqa: BLE001 - the status stands without the live rows

@@ -387,6 +387,7 @@ def test_cancel_stops_a_temporal_provision_run(site_lab, cli, temporal, workers,
         assert r.code == 0, (r.err, r.out, workers.logs(), asyncio.run(_dump(temporal.address)))
         doc = json.loads(r.out)
         assert doc["engine"] == "temporal" and doc["workflow"] == args["workflow"] and doc["state"] == "interrupted", doc
+        assert doc["workflow_status_after"] == "CANCELED", doc  # it waited for the parent to close, not only the job
         # The command that followed the run ends as well, as an interrupted one in process (exit 130).
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and f"{args['workflow']} was cancelled: job {job} interrupted" in err, err
