@@ -138,18 +138,18 @@ def test_v3_wrong_keys_and_user_are_auth_errors(agent: int) -> None:
     assert rs[3].sys_name == "leaf01"
 
 
-def test_two_polls_a_second_apart_give_the_configured_rates(agent: int) -> None:
+def test_two_polls_seconds_apart_give_the_configured_rates(agent: int) -> None:
     async def twice():  # type: ignore[no-untyped-def]
         async with SnmpPoller() as p:
             first = await p.poll_many([v2c(agent)], what=("if",))
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(3.0)  # a busy machine delays a poll's counter reads by up to ~0.1 s: 3 s keeps that under 4 %
             second = await p.poll_many([v2c(agent)], what=("if",), previous=first)
             return first[0], second[0]
 
     first, second = asyncio.run(twice())
     assert second.rebooted_since_last is False
     r = rates(first, second)
-    assert r.rebooted is False and r.interval_s and 0.9 < r.interval_s < 3
+    assert r.rebooted is False and r.interval_s and 2.9 < r.interval_s < 6
     assert len(r.interfaces) == 64
     for i in r.interfaces:
         n = i.index
