@@ -56,6 +56,8 @@ import aiohttp
 from fleetctl.errors import AuthError, BMCError, DriverError, Timeout, TLSMismatch
 from fleetctl.interfaces.bmc import BMCTarget, ProgressCallback, TaskProgress, TaskResult
 
+from .session_log import session_log
+
 try:  # orjson parses BMC JSON ~3x faster than json; optional
     import orjson as _json
 
@@ -254,6 +256,7 @@ class FleetSession:
                                        timeout=aiohttp.ClientTimeout(total=timeout), allow_redirects=False) as resp:  # fmt: skip
                     await resp.read()
                     if resp.status < 300 or resp.status in (401, 404):  # logged out, or already gone
+                        session_log().closed(p.url)
                         return True
             except (aiohttp.ClientError, TimeoutError, OSError) as e:
                 log.debug("%s: logout of a parked session failed again: %s", p.url, e)
@@ -352,8 +355,34 @@ class RedfishClient:
         else:
             self._ssl = False
         await self.service_root()
+        await self._close_stale()
         if not await self._reuse_parked():
             await self._login()
+
+    async def _close_stale(self) -> None:
+        """Delete the sessions a killed fleetctl process left open on this BMC (:mod:`.session_log`).
+
+        With HTTP Basic, so that a BMC out of session slots because of them is freed without needing one.
+        A session the BMC no longer has (404) is settled too; any other answer leaves it for a later run
+        (the BMC times it out meanwhile). Never raises: this is housekeeping before the real work.
+        """
+        log_ = session_log()
+        stale = log_.stale(self.base)
+        if not stale:
+            return
+        basic = {"Authorization": self._basic_header(), "Connection": "keep-alive"}
+        for file, url in stale:
+            try:
+                await self._request("DELETE", url[len(self.base):], auth=False, relogin=False, retries=0, headers=basic)
+            except RedfishError as e:
+                if e.status != 404:
+                    log.debug("%s: stale session %s not closed: %s", self.target.name, url, e)
+                    continue
+            except DriverError as e:
+                log.debug("%s: stale session %s not closed: %s", self.target.name, url, e)
+                continue
+            log.info("%s: closed session %s left open by a killed fleetctl process", self.target.name, url)
+            log_.settled(file, url)
 
     @property
     def _parked_key(self) -> tuple[str, str]:
@@ -379,6 +408,7 @@ class RedfishClient:
                 self._token = self._session_uri = self._auth_mode = None
                 if isinstance(e, AuthError) or (isinstance(e, RedfishError) and e.status in (401, 404)):
                     log.debug("%s: parked session no longer valid: %s", self.target.name, e)
+                    session_log().closed(p.url)
                     continue  # expired or dropped by the BMC: nothing left to log out
                 # The BMC did not answer well: keep it parked, log in anew
                 _PARKED.setdefault(self._parked_key, []).append(p)
@@ -393,15 +423,19 @@ class RedfishClient:
         """
         try:
             if self._session_uri and self._token:
+                url = self.base + self._session_uri
                 try:
                     # The last request to this BMC: let the connection go with it.
                     await self._request("DELETE", self._session_uri, retries=1, relogin=False, headers={"Connection": "close"})
                 except (AuthError, RedfishError) as e:
                     if not (isinstance(e, AuthError) or e.status == 404):  # 401/404: the session is gone already
                         self._park(e)
+                    else:
+                        session_log().closed(url)
                 except DriverError as e:
                     self._park(e)
                 else:
+                    session_log().closed(url)
                     await self._logout_parked_here()
         finally:
             self._token = None
@@ -424,8 +458,11 @@ class RedfishClient:
             except (AuthError, RedfishError) as e:
                 if not (isinstance(e, AuthError) or e.status in (401, 404)):
                     _PARKED.setdefault(self._parked_key, []).append(p)
+                    continue
             except DriverError:
                 _PARKED.setdefault(self._parked_key, []).append(p)
+                continue
+            session_log().closed(p.url)
 
     def _park(self, error: Exception) -> None:
         log.debug("%s: logout failed, session parked for reuse: %s", self.target.name, error)
@@ -475,6 +512,8 @@ class RedfishClient:
                         loc = resp.headers.get("Location") or (resp.body or {}).get("@odata.id")
                         self._session_uri = self._path(loc) if loc else None
                         self._auth_mode = "session"
+                        if self._session_uri:
+                            session_log().opened(self.base + self._session_uri)
                         return
             self._basic = self._basic_header()
             self._auth_mode = "basic"
@@ -676,6 +715,8 @@ class RedfishClient:
         async with self._login_lock:
             if self._token and self._token != stale_token:
                 return  # another request logged in again meanwhile
+            if self._session_uri:
+                session_log().closed(self.base + self._session_uri)  # the BMC dropped it (401)
             self._token = None
             self._session_uri = None
         await self._login()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,3 +103,117 @@ def test_a_flaky_run_leaves_no_session_open(lab: Any) -> None:
     asyncio.run(run())
     assert failed_logouts >= 5  # the faults did make logouts fail
     assert _open(lab) == 0, lab.counters(name)
+
+
+# --- sessions a killed process left open (fleetctl_drivers.redfish.session_log) ----------------------------
+
+_HOLDER = """
+import asyncio, json, os, sys
+from fleetctl.interfaces.bmc import BMCTarget
+from fleetctl_drivers.redfish.client import FleetSession, RedfishClient
+
+async def main():
+    t = BMCTarget(**json.loads(os.environ["T"]))
+    fleet = FleetSession()
+    clients = [RedfishClient(t, fleet=fleet) for _ in range(int(sys.argv[1]))]
+    for c in clients:
+        await c.open()
+    print("ready", flush=True)
+    await asyncio.sleep(120)
+
+asyncio.run(main())
+"""
+
+
+def _holder(lab: Any, n: int) -> Any:
+    """A process holding ``n`` sessions on the lab BMC (the caller kills it)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    s = lab.spec
+    t = {"name": s.name, "url": lab.url_of(s.name), "username": s.username, "password": s.password,
+         "fingerprint": lab.fingerprint_of(s.name), "timeout": 5}  # fmt: skip
+    p = subprocess.Popen([sys.executable, "-c", _HOLDER, str(n)], env={**os.environ, "T": json.dumps(t)},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert p.stdout is not None and p.stdout.readline().strip() == "ready", p.communicate(timeout=10)
+    return p
+
+
+def test_sessions_a_killed_process_left_are_closed_by_the_next_client(lab: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    """A BMC with 4 session slots, all 4 held by a process killed with SIGKILL: without the session log, the next
+    run is refused a session ("session limit reached") until the BMC times them out (30 minutes here)."""
+    from fleetctl_drivers.redfish import session_log
+    from fleetctl_drivers.redfish.client import FleetSession, RedfishClient
+
+    monkeypatch.setenv("FLEETCTL_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(session_log, "RESCAN_S", 0.0)  # look again at each login: the holders die within the test
+    folder = tmp_path / "bmc-sessions"
+    dead = _holder(lab, 4)
+    dead.kill()
+    dead.wait()
+    assert _open(lab) == 4
+    [log_file] = list(folder.glob("*.sessions"))
+    text = log_file.read_text()
+    assert text.count("open https://") == 4 and lab.spec.password not in text, text  # URLs only, never a token
+    assert all(re.fullmatch(r"open https://[\w.:-]+/redfish/v1/SessionService/Sessions/\w+", ln) for ln in text.splitlines()), text
+    assert (folder.stat().st_mode & 0o777, log_file.stat().st_mode & 0o777) == (0o700, 0o600)
+    alive = None
+    try:
+
+        async def run(others: int = 0) -> None:
+            async with FleetSession() as fleet:
+                c = RedfishClient(_target(lab), fleet=fleet, backoff=0.01)
+                await c.open()  # the stale sessions go first (Basic auth: no slot needed), then its own
+                assert _open(lab) == others + 1
+                await c.get("/redfish/v1/Systems")
+                await c.close()
+
+        asyncio.run(run())
+        assert _open(lab) == 0 and not log_file.exists()
+        # A live process's sessions are its own: never closed by another.
+        alive = _holder(lab, 1)
+        asyncio.run(run(others=1))
+        assert _open(lab) == 1
+    finally:
+        if alive is not None:
+            alive.kill()
+            alive.wait()
+    # Killed in turn: the next client closes its session too.
+    asyncio.run(run())
+    import os
+
+    others = [f for f in folder.glob("*.sessions") if not f.name.startswith(f"{os.getpid()}-")]  # ours goes at exit
+    assert _open(lab) == 0 and others == [], others
+
+
+def test_the_session_log_tells_a_reused_pid_and_drops_old_files(tmp_path: Any) -> None:
+    import os
+    import time
+
+    from fleetctl_drivers.redfish import session_log as sl
+
+    base = "https://10.0.0.9:443"
+    me = os.getpid()
+    mine = sl._start_ticks(me)
+    assert mine is not None
+    (tmp_path / f"{me}-{mine}.sessions").write_text(f"open {base}/redfish/v1/SessionService/Sessions/1\n")  # alive
+    (tmp_path / f"{me}-{mine - 1}.sessions").write_text(  # this pid, an earlier process: gone
+        f"open {base}/redfish/v1/SessionService/Sessions/2\nopen {base}/redfish/v1/SessionService/Sessions/3\n"
+        f"closed {base}/redfish/v1/SessionService/Sessions/3\nopen https://10.0.0.8:443/redfish/v1/SessionService/Sessions/4\n"
+    )
+    old = tmp_path / "999999999-5.sessions"
+    old.write_text(f"open {base}/redfish/v1/SessionService/Sessions/5\n")
+    os.utime(old, (time.time() - sl.MAX_AGE_S - 60,) * 2)
+    log = sl.SessionLog(tmp_path)
+    stale = log.stale(base)
+    assert [u for _, u in stale] == [f"{base}/redfish/v1/SessionService/Sessions/2"], stale
+    assert not old.exists()
+    [(file, url)] = stale
+    log.settled(file, url)
+    assert file.exists()  # it still lists the session on the other BMC
+    assert log.stale(base) == []
+    [(_, other)] = log.stale("https://10.0.0.8:443")
+    log.settled(file, other)
+    assert not file.exists()
