@@ -109,10 +109,6 @@ PEERS: dict[str, Peer] = {
         spec="ct-sonic-1",
         port="Ethernet0",
         trunk_port="Ethernet4",
-        known_bugs={
-            "model": "parse.sonic_version reports the HwSKU (Mellanox-SN2700) as the model and ignores "
-            "the `Model Number:` line of `show version` (MSN2700-CS2FO), unlike EOS/NX-OS facts, which give the model"
-        },
     ),
     "linux-netns": Peer(
         "netns",
@@ -137,7 +133,6 @@ PEERS: dict[str, Peer] = {
             interfaces=Refused(
                 r"could not parse 'show interfaces status'",
                 "fakenos's EOS recording has its columns squeezed to one space: TextFSM cannot follow it",
-                unnamed="NetmikoSwitch.show() lets parse.run_parser's SwitchError (parse._ntc) out without the switch's name",
             ),
             port_read=FAKENOS_NO_PORT,
             port_write=FAKENOS_NO_PORT,  # it takes no configuration: refused at the read before any change

@@ -275,7 +275,11 @@ class NetmikoSwitch(Switch):
                 f"{self.name}: platform {self.platform.name} has no {key!r} command"
             )
         text = self.run(self._render(cmd, fmt))
-        return parse.rename(parse.run_parser(cmd.parser, text), cmd.fields)
+        try:
+            records = parse.run_parser(cmd.parser, text)
+        except SwitchError as e:  # the parsers know the text, not the switch it came from
+            raise SwitchError(f"{self.name}: {e}") from e
+        return parse.rename(records, cmd.fields)
 
     def _render(self, cmd: ShowCommand, fmt: dict[str, str]) -> str:
         return fill(cmd.command, sudo=self._prefix, **fmt)
@@ -324,8 +328,9 @@ class NetmikoSwitch(Switch):
             except (SessionDropped, Timeout):
                 raise
             except SwitchError as e:
+                why = str(e).removeprefix(f"{self.name}: ")  # show() names the switch already
                 raise SwitchError(
-                    f"{self.name}: no port {port!r} (or it cannot be read): {e}"
+                    f"{self.name}: no port {port!r} (or it cannot be read): {why}"
                 ) from e
             merged = parse.merge_by_name(
                 *tables, abbreviations=self.platform.interface_names

@@ -186,7 +186,8 @@ def sonic_version(text: str) -> list[Record]:
     return [
         {
             "os_version": kv.get("sonic software version"),
-            "model": kv.get("hwsku") or kv.get("platform"),
+            # the vendor's model (syseeprom) where the platform has one; the HwSKU names the port layout, not the box
+            "model": kv.get("model number") or kv.get("hwsku") or kv.get("platform"),
             "serial": kv.get("serial number"),
             "uptime": kv.get("uptime"),
         }
