@@ -94,21 +94,20 @@ def on(
                        holder=owner_id())  # fmt: skip
     slots = {p.server: p for p in plan.slots if p.start_s is not None}
     go = [s for s in servers if s.name in slots or s.name in drawing]
-    not_started = object()
 
     async def op(bmc):  # type: ignore[no-untyped-def]
         p = slots.get(bmc.target.name)
         if p is not None:
             try:
                 await ledger.take_turn(p.rack, p.server, p.peak_w, already_drawing=False)
-            except OverBudget as e:
+            except OverBudget as e:  # a failed row (nothing was sent), and listed under "Not started" with the figures
                 refused.append(dataclasses.replace(p, start_s=None, reason=str(e)))
-                return not_started
+                raise
         return await bmc.power.on()
 
     try:
         execute(go, op, kind="power.on", targets=targets, args={"stagger": stagger}, output=output,
-                describe=lambda sent: {"action": "not started" if sent is not_started else "powered on" if sent else "already on"},
+                describe=lambda sent: {"action": "powered on" if sent else "already on"},
                 columns=["server", "ok", "action", "error", "elapsed"])  # fmt: skip
     finally:
         if refused:

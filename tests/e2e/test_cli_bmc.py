@@ -348,6 +348,9 @@ def test_two_power_on_commands_share_the_rack_s_budget_and_stagger(rack13_lab): 
     started = [n for n in RACK13 if counters(doc, n)["power_on"] == 1]
     assert len(started) == 3, (started, outs)
     assert all("over its 5000 W budget" in out for out, _ in outs), outs  # each says why it left some off
+    # a server left off after the other command took the room is a failed row of the main table, never "ok"
+    rows = [r for out, _ in outs for r in json.JSONDecoder().raw_decode(out.lstrip())[0]]
+    assert {r["server"] for r in rows if r["ok"]} <= set(started), rows
     starts = sorted(t["on"] for n in RACK13 for t in counters(doc, n)["power_timeline"])
     # 1 s apart in the store; the lab stamps each request's arrival, a little later for one than another
     assert all(b - a >= 0.6 for a, b in itertools.pairwise(starts)), starts
