@@ -71,8 +71,8 @@ class SessionLog:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._lock = threading.Lock()
-        self._fd: int | None = None
         self._path: Path | None = None
+        self._pid = 0
         self._open = 0
         self._stale: dict[str, dict[Path, set[str]]] | None = None  # BMC base URL -> {dead file: session URLs}
         self._scanned_at = 0.0
@@ -80,36 +80,37 @@ class SessionLog:
     # ---------------------------------------------------------------- this process
 
     def opened(self, url: str) -> None:
-        self._write(f"open {url}\n")
-        self._open += 1
+        self._write(f"open {url}\n", +1)
 
     def closed(self, url: str) -> None:
-        self._write(f"closed {url}\n")
-        self._open -= 1
+        self._write(f"closed {url}\n", -1)
 
-    def _write(self, line: str) -> None:
+    def _write(self, line: str, delta: int) -> None:
         # A line is one write(2) on an O_APPEND file: whole in the file the moment it returns, a SIGKILL after
         # it loses nothing; no fsync (a power cut loses the BMC's sessions too, or they time out meanwhile).
+        # The file is opened for each line, not held: a test process that changes its data folder per test
+        # would otherwise hold a descriptor per folder.
         try:
             with self._lock:
-                if self._fd is None:
+                pid = os.getpid()
+                if self._path is None or self._pid != pid:  # first line, or a forked child: a file of its own
+                    self._pid, self._open = pid, 0
                     self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-                    pid = os.getpid()
                     self._path = self.folder / f"{pid}-{_start_ticks(pid) or 0}{SUFFIX}"
-                    self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                     atexit.register(self.finish)
-                os.write(self._fd, line.encode())
+                fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    os.write(fd, line.encode())
+                finally:
+                    os.close(fd)
+                self._open += delta
         except OSError as e:  # a full or read-only disk must not stop the work: the BMC times the session out
             log.debug("session log %s: %s", self.folder, e)
 
     def finish(self) -> None:
         """At exit: the file goes if every session it lists was closed (parked ones that never were stay listed)."""
         with self._lock:
-            if self._fd is None:
-                return
-            os.close(self._fd)
-            self._fd = None
-            if self._open <= 0 and self._path is not None:
+            if self._open <= 0 and self._path is not None and self._pid == os.getpid():
                 with contextlib.suppress(OSError):
                     self._path.unlink()
 
