@@ -239,6 +239,13 @@ def _token_parent() -> str | None:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
+def _write_record(record: Path, doc: dict[str, Any]) -> None:
+    """Write a run's record whole or not at all (a kill between truncating and writing would leave it empty)."""
+    tmp = record.with_name(f".{record.name}.tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, record)
+
+
 def reap_leftovers(run_dir: Path | None = None) -> list[str]:
     """Stop what a dead fleetctl of this host left running and remove its token files; what was done, a line each.
 
@@ -261,7 +268,11 @@ def reap_leftovers(run_dir: Path | None = None) -> list[str]:
         try:
             doc = json.loads(rec.read_text())
         except (OSError, ValueError):
-            continue
+            # Unreadable: written by an older fleetctl killed mid-write (an empty file). Its name says who owned it.
+            owner, _, child_s = rec.stem.removeprefix("ansible-").partition("-")
+            if not (owner.isdigit() and child_s.isdigit()) or _pid_alive(int(owner)):
+                continue
+            doc = {"host": socket.gethostname(), "owner": int(owner), "child": int(child_s)}
         if doc.get("host") != socket.gethostname() or _pid_alive(int(doc.get("owner", 0))):
             continue
         groups = {int(g) for g in doc.get("pgids", [])}
@@ -343,7 +354,7 @@ def run_batch(
         record = rec_dir / f"ansible-{os.getpid()}-{proc.pid}.json"
         doc: dict[str, Any] = {"owner": os.getpid(), "host": socket.gethostname(), "child": proc.pid, "pgids": [],
                                "token_dir": tmp, "private_dir": str(private_dir)}  # fmt: skip
-        record.write_text(json.dumps(doc))
+        _write_record(record, doc)
         if stop is not None:
             child = proc
 
@@ -368,7 +379,7 @@ def run_batch(
                     final = msg["final"]
                 elif "pgids" in msg:  # ansible-playbook started: its process group, for a run that finds us dead
                     doc["pgids"] = msg["pgids"]
-                    record.write_text(json.dumps(doc))
+                    _write_record(record, doc)
                 elif msg.get("host") in outcomes:
                     ev = msg["event"]
                     if ev["status"] != "started":

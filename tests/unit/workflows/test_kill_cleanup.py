@@ -74,6 +74,30 @@ def test_a_dead_runs_ansible_and_token_folder_are_removed_and_a_live_runs_are_le
 
 
 @linux
+def test_an_empty_record_of_a_dead_run_is_removed_and_its_child_stopped(tmp_path: Path) -> None:
+    """A kill between creating a record and writing it left it empty (seen in the 20-kill test, after the
+    record was written in place): its name still says whose it was. Records are now written whole."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    dead = _dead_pid()
+    child = _sleeper("-m", "fleetctl.workflows.ansible_run")
+    empty = run_dir / f"ansible-{dead}-{child.pid}.json"
+    empty.write_text("")
+    live_empty = run_dir / f"ansible-{os.getpid()}-1.json"  # a live run's: never touched
+    live_empty.write_text("")
+    try:
+        ar.reap_leftovers(run_dir)
+        assert not empty.exists() and live_empty.exists()
+        assert _gone(child.pid), "the dead run's ansible_run child still runs"
+    finally:
+        child.kill()
+        child.wait()
+    ar._write_record(run_dir / "ansible-1-2.json", {"owner": 1})
+    assert json.loads((run_dir / "ansible-1-2.json").read_text()) == {"owner": 1}
+    assert [p.name for p in run_dir.iterdir() if p.name.endswith(".tmp")] == []
+
+
+@linux
 def test_token_folders_of_dead_fleetctl_processes_are_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ar, "_token_parent", lambda: str(tmp_path))
     dead = _dead_pid()
