@@ -290,6 +290,10 @@ def reap_leftovers(run_dir: Path | None = None) -> list[str]:
             shutil.rmtree(tok, ignore_errors=True)
             done.append(f"removed {tok}")
         rec.unlink(missing_ok=True)
+    for tmp in run_dir.glob(".ansible-*.json.tmp") if run_dir.is_dir() else []:  # a record's write cut short by a kill
+        owner = tmp.name.removeprefix(".ansible-").split("-", 1)[0]
+        if owner.isdigit() and not _pid_alive(int(owner)):
+            tmp.unlink(missing_ok=True)
     for parent in sorted({_token_parent() or tempfile.gettempdir(), tempfile.gettempdir()}):
         for d in Path(parent).glob(f"{TOKEN_PREFIX}*-*"):
             owner = d.name.removeprefix(TOKEN_PREFIX).split("-", 1)[0]

@@ -364,13 +364,14 @@ class RedfishClient:
 
         With HTTP Basic, so that a BMC out of session slots because of them is freed without needing one.
         A session the BMC no longer has (404) is settled too; any other answer leaves it for a later run
-        (the BMC times it out meanwhile). Never raises: this is housekeeping before the real work.
+        (the BMC times it out meanwhile). A BMC's answer never fails the open: this is housekeeping before
+        the real work (only the credential, which the login needs anyway, can raise here).
         """
         log_ = session_log()
         stale = log_.stale(self.base)
         if not stale:
             return
-        basic = {"Authorization": self._basic_header(), "Connection": "keep-alive"}
+        basic = {"Authorization": self._basic_header()}
         for file, url in stale:
             try:
                 await self._request("DELETE", url[len(self.base):], auth=False, relogin=False, retries=0, headers=basic)

@@ -85,9 +85,11 @@ def test_an_empty_record_of_a_dead_run_is_removed_and_its_child_stopped(tmp_path
     empty.write_text("")
     live_empty = run_dir / f"ansible-{os.getpid()}-1.json"  # a live run's: never touched
     live_empty.write_text("")
+    cut = run_dir / f".ansible-{dead}-{child.pid}.json.tmp"  # a write of the record cut short
+    cut.write_text("{")
     try:
         ar.reap_leftovers(run_dir)
-        assert not empty.exists() and live_empty.exists()
+        assert not empty.exists() and not cut.exists() and live_empty.exists()
         assert _gone(child.pid), "the dead run's ansible_run child still runs"
     finally:
         child.kill()
