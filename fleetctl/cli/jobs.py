@@ -271,6 +271,8 @@ def _not_the_owner(pid: int, created_at: Any) -> str | None:
     import datetime as dt
     from pathlib import Path
 
+    from fleetctl.procs import stat_fields
+
     proc = Path(f"/proc/{pid}")
     try:
         argv = (proc / "cmdline").read_bytes().split(b"\0")
@@ -284,7 +286,7 @@ def _not_the_owner(pid: int, created_at: Any) -> str | None:
     if "fleetctl" not in names and not ("-m" in names and any(n.startswith("fleetctl") for n in names)):
         return f"is not a fleetctl process now ({' '.join(names)[:80]}): its pid was reused"
     # /proc/PID/stat: the fields after the command's ")" start at field 3; field 22 is the start time in clock ticks since boot.
-    fields = stat[stat.rfind(")") + 2 :].split()
+    fields = stat_fields(stat)
     if fields[0] == "Z":
         return "has exited (a zombie not reaped yet)"
     started = btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")

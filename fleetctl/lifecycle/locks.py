@@ -77,13 +77,9 @@ class Holder:
             return workflow_running(self.workflow)
         if self.host is None or self.pid is None or self.host != socket.gethostname():
             return None
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except (PermissionError, OverflowError):
-            return True
-        return True
+        from fleetctl.procs import pid_alive
+
+        return pid_alive(self.pid)
 
     def __str__(self) -> str:
         if self.workflow is not None:

@@ -273,6 +273,14 @@ async def _live(client: Any, status: dict[str, Any]) -> dict[str, Any]:
 REACH_S = 10.0
 
 
+async def _described(workflow_id: str, address: str, namespace: str, reach: float) -> tuple[Any, str]:
+    """A workflow's handle and its status name (RUNNING, CANCELED, ...), each exchange bounded by ``reach`` seconds."""
+    client = await asyncio.wait_for(connect(address, namespace), reach)
+    handle = client.get_workflow_handle(workflow_id)
+    desc = await asyncio.wait_for(handle.describe(), reach)
+    return handle, desc.status.name if desc.status is not None else "UNKNOWN"
+
+
 def workflow_status(workflow_id: str, address: str, namespace: str, *, live: bool = True) -> dict[str, Any]:
     """A run's parent workflow as Temporal has it: its status, and (``live``) its live rows (the ``status`` query) while it runs.
 
@@ -281,10 +289,7 @@ def workflow_status(workflow_id: str, address: str, namespace: str, *, live: boo
     """
 
     async def go() -> dict[str, Any]:
-        client = await asyncio.wait_for(connect(address, namespace), REACH_S)
-        handle = client.get_workflow_handle(workflow_id)
-        desc = await asyncio.wait_for(handle.describe(), REACH_S)
-        status = desc.status.name if desc.status is not None else "UNKNOWN"
+        handle, status = await _described(workflow_id, address, namespace, REACH_S)
         out: dict[str, Any] = {"status": status}
         if status == "RUNNING" and live:
             try:  # answered by a worker: none polling the control queue leaves the status alone
@@ -324,9 +329,7 @@ def workflow_running(workflow_id: str) -> bool | None:
     namespace = temporal_namespace()
 
     async def go() -> bool:
-        client = await asyncio.wait_for(connect(address, namespace), RUNNING_REACH_S)
-        desc = await asyncio.wait_for(client.get_workflow_handle(workflow_id).describe(), RUNNING_REACH_S)
-        return desc.status is not None and desc.status.name == "RUNNING"
+        return (await _described(workflow_id, address, namespace, RUNNING_REACH_S))[1] == "RUNNING"
 
     try:
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fleetctl-temporal-status") as pool:
@@ -348,10 +351,7 @@ def cancel_workflow(workflow_id: str, address: str, namespace: str) -> str:
     """
 
     async def go() -> str:
-        client = await asyncio.wait_for(connect(address, namespace), REACH_S)
-        handle = client.get_workflow_handle(workflow_id)
-        desc = await asyncio.wait_for(handle.describe(), REACH_S)
-        status = desc.status.name if desc.status is not None else "UNKNOWN"
+        handle, status = await _described(workflow_id, address, namespace, REACH_S)
         if status == "RUNNING":
             await asyncio.wait_for(handle.cancel(), REACH_S)
         return status

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetctl.errors import FleetError
+from fleetctl.procs import pid_alive, stat_fields
 
 # Which play of site.yml a host runs, by its accelerator group: for the plan.
 PLAYS_BY_GROUP = {"accel_mncore2": "mncore.yml", "accel_gpu": "gpu.yml"}
@@ -188,16 +189,6 @@ def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
     return preexec
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -215,7 +206,7 @@ def _procs() -> list[tuple[int, int, int]]:
             stat = (d / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) "
+        fields = stat_fields(stat)
         out.append((int(d.name), int(fields[1]), int(fields[2])))
     return out
 
@@ -270,10 +261,10 @@ def reap_leftovers(run_dir: Path | None = None) -> list[str]:
         except (OSError, ValueError):
             # Unreadable: written by an older fleetctl killed mid-write (an empty file). Its name says who owned it.
             owner, _, child_s = rec.stem.removeprefix("ansible-").partition("-")
-            if not (owner.isdigit() and child_s.isdigit()) or _pid_alive(int(owner)):
+            if not (owner.isdigit() and child_s.isdigit()) or pid_alive(int(owner)):
                 continue
             doc = {"host": socket.gethostname(), "owner": int(owner), "child": int(child_s)}
-        if doc.get("host") != socket.gethostname() or _pid_alive(int(doc.get("owner", 0))):
+        if doc.get("host") != socket.gethostname() or pid_alive(int(doc.get("owner", 0))):
             continue
         groups = {int(g) for g in doc.get("pgids", [])}
         child = int(doc.get("child", 0))
@@ -292,7 +283,7 @@ def reap_leftovers(run_dir: Path | None = None) -> list[str]:
         rec.unlink(missing_ok=True)
     for tmp in run_dir.glob(".ansible-*.json.tmp") if run_dir.is_dir() else []:  # a record's write cut short by a kill
         owner = tmp.name.removeprefix(".ansible-").split("-", 1)[0]
-        if owner.isdigit() and not _pid_alive(int(owner)):
+        if owner.isdigit() and not pid_alive(int(owner)):
             tmp.unlink(missing_ok=True)
     for parent in sorted({_token_parent() or tempfile.gettempdir(), tempfile.gettempdir()}):
         for d in Path(parent).glob(f"{TOKEN_PREFIX}*-*"):
@@ -301,7 +292,7 @@ def reap_leftovers(run_dir: Path | None = None) -> list[str]:
                 mine = d.is_dir() and d.stat().st_uid == os.getuid()
             except OSError:
                 continue
-            if mine and owner.isdigit() and not _pid_alive(int(owner)):
+            if mine and owner.isdigit() and not pid_alive(int(owner)):
                 shutil.rmtree(d, ignore_errors=True)
                 done.append(f"removed {d}")
     return done

@@ -29,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from fleetctl.procs import pid_alive, start_ticks
+
 log = logging.getLogger(__name__)
 
 # A file older than this is dropped unread: every BMC has timed its sessions out long before.
@@ -38,30 +40,13 @@ RESCAN_S = 10.0
 SUFFIX = ".sessions"
 
 
-def _start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (Linux), None where it cannot be read."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2 :].split()
-    try:
-        return int(fields[19])  # field 22 of stat(5); fields[0] is field 3
-    except (IndexError, ValueError):
-        return None
-
-
 def _gone(pid: int, start: int | None) -> bool:
     """Whether the process that wrote a file is gone (its pid free, or reused by a later process)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return True
-    except (PermissionError, OverflowError):
-        return False  # alive, another user's: not ours to judge
     if start is None:
         return False
-    now = _start_ticks(pid)
+    now = start_ticks(pid)
     return now is not None and now != start
 
 
@@ -96,7 +81,7 @@ class SessionLog:
                 if self._path is None or self._pid != pid:  # first line, or a forked child: a file of its own
                     self._pid, self._open = pid, 0
                     self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-                    self._path = self.folder / f"{pid}-{_start_ticks(pid) or 0}{SUFFIX}"
+                    self._path = self.folder / f"{pid}-{start_ticks(pid) or 0}{SUFFIX}"
                     atexit.register(self.finish)
                 fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                 try:

@@ -194,9 +194,11 @@ def test_the_session_log_tells_a_reused_pid_and_drops_old_files(tmp_path: Any) -
 
     from fleetctl_drivers.redfish import session_log as sl
 
+    from fleetctl.procs import start_ticks
+
     base = "https://10.0.0.9:443"
     me = os.getpid()
-    mine = sl._start_ticks(me)
+    mine = start_ticks(me)
     assert mine is not None
     (tmp_path / f"{me}-{mine}.sessions").write_text(f"open {base}/redfish/v1/SessionService/Sessions/1\n")  # alive
     (tmp_path / f"{me}-{mine - 1}.sessions").write_text(  # this pid, an earlier process: gone
