@@ -33,7 +33,13 @@ Design points:
   only on 503 and on failures to connect, where the BMC did not act);
 - 202 + task monitor followed to the end with a progress callback;
 - Redfish error bodies (``@Message.ExtendedInfo``) decoded into the message
-  the operator sees.
+  the operator sees;
+- bounds on what a BMC can make us read (:class:`~.quirks.Quirks`
+  ``max_body_bytes``, ``max_collection_pages``, ``max_collection_members``,
+  ``max_bytes_per_bmc``): a body is read in chunks and dropped past its bound,
+  a collection whose next link comes back to a page already read ends there,
+  and every read yields to the event loop, answers remembered by ``read_once``
+  included, so a deadline or a Ctrl-C always lands (:class:`AnswerOutOfBounds`).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ import aiohttp
 from fleetctl.errors import AuthError, BMCError, DriverError, Timeout, TLSMismatch
 from fleetctl.interfaces.bmc import BMCTarget, ProgressCallback, TaskProgress, TaskResult
 
+from .quirks import Quirks
 from .session_log import session_log
 
 try:  # orjson parses BMC JSON ~3x faster than json; optional
@@ -102,6 +109,25 @@ class RedfishError(BMCError):
         self.method = method
         self.uri = uri
         self.message_ids = message_ids
+
+
+class AnswerOutOfBounds(BMCError):
+    """A BMC's answer went past a bound fleetctl keeps on what one BMC may make it read.
+
+    A collection whose next link loops back to a page already read, more pages or
+    members than the bounds allow, a body too large, or more bytes in all than one
+    BMC may send (the bounds are :class:`~.quirks.Quirks` fields). The message names
+    the BMC, the URI and the bound; the read ends there, nothing is retried.
+
+    Attributes:
+        uri: the collection (or the request) that went past the bound.
+        bound: the Quirks field that bounds it, or ``"page loop"``.
+    """
+
+    def __init__(self, message: str, *, uri: str, bound: str) -> None:
+        super().__init__(message)
+        self.uri = uri
+        self.bound = bound
 
 
 def normalise_fingerprint(fp: str) -> str:
@@ -328,11 +354,17 @@ class RedfishClient:
         self._auth_mode: str | None = None  # "session" | "basic"
         self._login_lock = asyncio.Lock()
         self._root: dict | None = None
+        self.bounds = Quirks()  # the generic bounds until the vendor is known (set_bounds)
+        self.bytes_read = 0  # of every answer to a GET, against bounds.max_bytes_per_bmc
         self.requests_sent = 0
         self.max_seen_in_flight = 0
         self._in_flight = 0
 
     # ------------------------------------------------------------------ setup
+
+    def set_bounds(self, quirks: Quirks) -> None:
+        """Take the bounds on what this BMC may make us read from its vendor's quirks."""
+        self.bounds = quirks
 
     def limit_in_flight(self, n: int) -> None:
         """Lower the requests in flight (a vendor quirk); call before requests are queued."""
@@ -535,7 +567,11 @@ class RedfishClient:
             return (await self._request("GET", uri)).body
         # read_once: concurrent readers of one URI share one request; a failure is not remembered
         fut = self._memo.get(uri)
-        if fut is None:
+        if fut is not None:
+            # A remembered answer still yields to the event loop: a loop reading remembered answers
+            # (a next link that comes back) would otherwise never let a deadline or Ctrl-C land.
+            await asyncio.sleep(0)
+        else:
             fut = self._memo[uri] = asyncio.get_running_loop().create_future()
             try:
                 fut.set_result((await self._request("GET", uri)).body)
@@ -617,7 +653,7 @@ class RedfishClient:
             if raw:
                 try:
                     body = _loads(raw)
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth limit
                     body = None
             if status in RETRY_STATUSES and attempt < attempts and (not action or status == 503):
                 await self._sleep_backoff(attempt, rhdrs.get("Retry-After"))
@@ -640,6 +676,9 @@ class RedfishClient:
 
     async def _send(self, method: str, url: str, headers: dict, data: bytes | None) -> tuple[int, Any, bytes]:
         assert self._fleet is not None and self._fleet.http is not None, "client not opened"
+        if method == "GET" and self.bytes_read >= self.bounds.max_bytes_per_bmc:
+            # Past its budget, a BMC is not asked again (the rest of a walk that went past it ends fast).
+            raise self._over_budget(method, self._path(url))
         async with self._sem:
             self._in_flight += 1
             if self._in_flight > self.max_seen_in_flight:
@@ -655,7 +694,7 @@ class RedfishClient:
                     ssl=self._ssl if self._ssl is not None else True,
                     allow_redirects=False,
                 ) as resp:
-                    raw = await resp.read()
+                    raw = await self._read_body(resp, method, url)
                     return resp.status, resp.headers, raw
             except aiohttp.ServerFingerprintMismatch as e:
                 raise TLSMismatch(
@@ -679,6 +718,49 @@ class RedfishClient:
                 ) from e
             finally:
                 self._in_flight -= 1
+
+    async def _read_body(self, resp: aiohttp.ClientResponse, method: str, url: str) -> bytes:
+        """The body, read in chunks and dropped past ``max_body_bytes`` (or the BMC's budget, for a GET).
+
+        A body announced (Content-Length) or found larger than the bound is not read
+        further: the connection is closed and :class:`AnswerOutOfBounds` names the
+        BMC, the URI and the bound. Decompressed bytes are counted (a gzip bomb is
+        bounded too).
+        """
+        limit = self.bounds.max_body_bytes
+        budget = self.bounds.max_bytes_per_bmc - self.bytes_read if method == "GET" else None
+        path = self._path(url)
+
+        def too_large(size: str) -> AnswerOutOfBounds:
+            resp.close()  # drop the connection rather than drain what is left
+            return AnswerOutOfBounds(
+                f"{self.target.name}: {method} {path}: the answer is larger than {limit:,} bytes ({size}), "
+                f"past the bound max_body_bytes; not read further", uri=path, bound="max_body_bytes")  # fmt: skip
+
+        def over_budget() -> AnswerOutOfBounds:
+            resp.close()
+            return self._over_budget(method, path)
+
+        if resp.content_length is not None and resp.content_length > limit:
+            raise too_large(f"Content-Length {resp.content_length:,}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.content.iter_chunked(256 * 1024):
+            size += len(chunk)
+            if size > limit:
+                raise too_large(f"{size:,} bytes read so far")
+            if budget is not None and size > budget:
+                self.bytes_read += size
+                raise over_budget()
+            chunks.append(chunk)
+        if budget is not None:
+            self.bytes_read += size
+        return b"".join(chunks)
+
+    def _over_budget(self, method: str, path: str) -> AnswerOutOfBounds:
+        return AnswerOutOfBounds(
+            f"{self.target.name}: {method} {path}: the BMC's answers passed {self.bounds.max_bytes_per_bmc:,} bytes "
+            "in all, past the bound max_bytes_per_bmc; nothing more is read from it", uri=path, bound="max_bytes_per_bmc")  # fmt: skip
 
     async def _certificate_failure(self, e: Exception) -> Exception:
         """CA verification failed: pin on first use if allowed, else explain."""
@@ -785,23 +867,67 @@ class RedfishClient:
 
         Expanded members are used as they are; members that answer with an
         error (status or body) are skipped and noted in ``errors``; paging
-        through ``Members@odata.nextLink`` is followed.
+        through ``Members@odata.nextLink`` is followed, within bounds.
+
+        Raises:
+            AnswerOutOfBounds: a next link came back to a page already read (the
+                BMC repeats a link, or ignores ``$skip``), or the collection has more
+                pages or members than ``max_collection_pages`` /
+                ``max_collection_members``. Partial data is not returned: a collection
+                read in part would be judged as if whole (boards "missing").
         """
         coll = await self.collection(uri)
         if coll is None:
             if errors is not None:
                 errors.append(f"{uri}: missing")
             return []
-        items: list[Any] = list(coll.get("Members") or [])
+        b = self.bounds
+        items: list[Any] = _member_list(coll)
+        pages = 1
+        # The pages read so far, as the BMC named them: the collection itself (with or without $expand) and
+        # every next link followed. A link back to one of them would repeat the walk forever.
+        seen = {_page_key(self._path(uri)), _page_key(self._path(odata_id(coll) or uri))}
         next_link = coll.get("Members@odata.nextLink")
-        while next_link:
+        while isinstance(next_link, str) and next_link:
+            self._check_members(uri, len(items))
+            key = _page_key(self._path(next_link))
+            if key in seen:
+                raise AnswerOutOfBounds(
+                    f"{self.target.name}: collection {uri}: its next link {next_link} comes back to a page already "
+                    f"read (after {pages} page{'s' if pages > 1 else ''}, {len(items)} members); the walk ends here",
+                    uri=uri, bound="page loop")  # fmt: skip
+            if pages >= b.max_collection_pages:
+                raise AnswerOutOfBounds(
+                    f"{self.target.name}: collection {uri}: more than {b.max_collection_pages:,} pages "
+                    f"({len(items):,} members so far), past the bound max_collection_pages; the walk ends here",
+                    uri=uri, bound="max_collection_pages")  # fmt: skip
+            seen.add(key)
             page = await self.get(next_link)
-            items.extend(page.get("Members") or [])
-            next_link = page.get("Members@odata.nextLink")
+            pages += 1
+            items.extend(_member_list(page))
+            next_link = page.get("Members@odata.nextLink") if isinstance(page, dict) else None
+        self._check_members(uri, len(items))
         return await self.expand(items, errors=errors)
 
+    def _check_members(self, uri: str, count: int) -> None:
+        limit = self.bounds.max_collection_members
+        if count > limit:
+            raise AnswerOutOfBounds(
+                f"{self.target.name}: collection {uri}: more than {limit:,} members ({count:,} read), "
+                "past the bound max_collection_members; the walk ends here", uri=uri, bound="max_collection_members")  # fmt: skip
+
     async def expand(self, refs: Iterable[Any], *, errors: list[str] | None = None) -> list[dict]:
-        """Resolve ``{"@odata.id": ...}`` links (leaving expanded ones), skipping failures."""
+        """Resolve ``{"@odata.id": ...}`` links (leaving expanded ones), skipping failures.
+
+        Raises:
+            AnswerOutOfBounds: more links than ``max_collection_members`` (a collection of
+                millions of members in one body is not read a request each).
+        """
+        refs = list(refs)
+        if len(refs) > self.bounds.max_collection_members:
+            first = odata_id(refs[0]) or "?"
+            where = first.rsplit("/", 1)[0] if "/" in first else first
+            self._check_members(where, len(refs))
 
         async def one(ref: Any) -> dict | None:
             if not isinstance(ref, dict):
@@ -895,6 +1021,18 @@ class _RetryNow(_Retryable):
 
     def __init__(self) -> None:
         super().__init__(DriverError("retry with the pinned certificate"), connect_failed=True)
+
+
+def _member_list(page: Any) -> list[Any]:
+    """A page's ``Members`` (a list, else nothing: a BMC's odd answer is not iterated as if it were one)."""
+    members = page.get("Members") if isinstance(page, dict) else None
+    return list(members) if isinstance(members, list) else []
+
+
+def _page_key(path: str) -> str:
+    """A page's path as compared for a loop: ``/Entries/`` and ``/Entries`` are one page."""
+    base, sep, query = path.partition("?")
+    return base.rstrip("/") + sep + query
 
 
 def odata_id(obj: Any) -> str | None:

@@ -239,6 +239,7 @@ class RedfishDriver(BMC):
     def _set_profile(self, profile: VendorProfile, model: str | None = None) -> None:
         self._profile = profile
         self._quirks = quirks_for(profile, model)
+        self.client.set_bounds(self._quirks)
         cap = self._quirks.max_in_flight_cap
         if cap and cap < self.target.max_in_flight:
             self.client.limit_in_flight(cap)

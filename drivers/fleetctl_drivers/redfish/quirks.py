@@ -52,6 +52,25 @@ class Quirks:
     update_needs_transfer_protocol: bool = False
     # requests in flight a BMC of this kind stands (caps BMCTarget.max_in_flight)
     max_in_flight_cap: int | None = None
+    # Bounds on what one BMC can make fleetctl read and hold (docs/bmc.md, "Bounds on what a BMC says").
+    # A BMC answers whatever its firmware builds: a broken one repeats a Members@odata.nextLink, ignores
+    # $skip and pages forever, or sends a body without end (one such BMC grew a sweep past 18 GB in four
+    # minutes, issue 20). The generic values are well above what real BMCs answer, so only a broken BMC
+    # meets them; a vendor whose real answers need more gets a Workaround naming its model and firmware.
+    # Going past one ends that read with AnswerOutOfBounds (client.py), naming the BMC, the URI and the bound.
+    # - one response body, in bytes: the largest real answers (a BIOS attribute registry, an expanded
+    #   log collection) are a few megabytes;
+    max_body_bytes: int = 16 * 1024 * 1024
+    # - pages of one collection (Members@odata.nextLink followed): BMCs that page at all page log
+    #   entries by tens (iDRAC 9's Lifecycle log: 50 a page), so a full log is a few hundred pages;
+    max_collection_pages: int = 1_000
+    # - members of one collection: the largest real collections are event logs (an IPMI SEL holds about
+    #   4,000 records of 16 bytes; Redfish logs of iLO and iDRAC keep a few thousand entries);
+    max_collection_members: int = 20_000
+    # - bytes of every answer one client (one BMC for one operation, e.g. its sweep) reads: a sweep of a
+    #   real BMC reads well under 5 MB, a full 20,000-entry log about 15 MB. This bounds what one BMC can
+    #   make a sweep hold whatever the shape of its answers (a thousand log services each with big pages).
+    max_bytes_per_bmc: int = 64 * 1024 * 1024
     # why each non-default value is here: "field: vendor model firmware: reason"
     notes: tuple[str, ...] = field(default=(), compare=False)
 
