@@ -215,6 +215,14 @@ class UpdateServiceInfo(_Model):
     push_apply_times: list[str] = Field(default_factory=list, description="HttpPushUriOptions' ApplyTime allowable values")
 
 
+# Status.State values under which a sensor's Reading is no reading: the part is
+# not there (Absent), or not powered or not in use (a powered-off server's
+# sensors: HPE iLO and Supermicro report Absent with Reading 0 and thresholds 0;
+# OpenBMC and NVIDIA's BMCs StandbyOffline or UnavailableOffline). DMTF Resource
+# schema, Status.State.
+NO_READING_STATES: frozenset[str] = frozenset({"Absent", "StandbyOffline", "UnavailableOffline", "Disabled"})
+
+
 class HealthItem(_Model):
     """A PSU or fan (or any part) with its status."""
 
@@ -228,10 +236,34 @@ class HealthItem(_Model):
     def ok(self) -> bool:
         return self.state == "Absent" or self.health in (None, "OK")
 
+    @property
+    def absent(self) -> bool:
+        """The part is not there: nothing of it is judged."""
+        return self.state == "Absent"
+
+    @property
+    def reads(self) -> bool:
+        """Whether ``reading`` is a reading (not the 0 of a sensor absent or offline)."""
+        return self.reading is not None and self.state not in NO_READING_STATES
+
 
 class Temperature(HealthItem):
     upper_critical: float | None = None
     upper_fatal: float | None = None
+
+    @property
+    def limit(self) -> float | None:
+        """The upper threshold to judge against: critical, else fatal; None when there is none.
+
+        A threshold at or below 0 C is no limit any part of a server has: it is
+        what a BMC reports for a sensor without thresholds (HPE iLO 4 gives
+        ``UpperThresholdFatal: 0`` beside a real critical one, and 0 for both on
+        an absent sensor), so it is treated as absent.
+        """
+        for value in (self.upper_critical, self.upper_fatal):
+            if value is not None and value > 0:
+                return value
+        return None
 
 
 class HealthReport(_Model):

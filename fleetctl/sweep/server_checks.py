@@ -120,25 +120,35 @@ def fans(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     for f in r.health.fans:
         if not f.ok:
             yield problem(_health(f.health) or W, f"fan {f.name}: {f.health}" + (f" at {f.reading:g} {f.units or ''}".rstrip()
-                          if f.reading is not None else ""), f.name, health=f.health, reading=f.reading)  # fmt: skip
+                          if f.reads and f.reading is not None else ""), f.name, health=f.health, reading=f.reading)  # fmt: skip
 
 
 @check("temperature", kind="server", severity=C, reads=("Chassis Thermal or Sensors",))
 def temperatures(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
-    """Each temperature is below its thresholds (critical at or above them, a warning within 5 C)."""
+    """Each temperature is below its thresholds (critical at or above them, a warning within 5 C).
+
+    A sensor that is Absent is not judged; one offline or disabled (a powered-off
+    server's) has no reading to judge, only the health its BMC gives it. A
+    threshold at or below 0 C is no threshold (``Temperature.limit``).
+    """
     if not r.health:
         return
     if not r.health.temperatures:
         yield problem(U, "the BMC reports no temperatures (neither Sensors nor Thermal)", "none")
     for t in r.health.temperatures:
-        ev = {"reading_c": t.reading, "upper_critical": t.upper_critical, "upper_fatal": t.upper_fatal, "health": t.health}
-        limit = t.upper_critical if t.upper_critical is not None else t.upper_fatal
-        if t.reading is not None and limit is not None and t.reading >= limit:
-            yield problem(C, f"{t.name} {t.reading:g} C, at or above its limit {limit:g} C", t.name, **ev)
+        if t.absent:
+            continue
+        limit = t.limit
+        reading = t.reading if t.reads else None
+        ev = {"reading_c": t.reading, "upper_critical": t.upper_critical, "upper_fatal": t.upper_fatal, "health": t.health,
+              "state": t.state}  # fmt: skip
+        if reading is not None and limit is not None and reading >= limit:
+            yield problem(C, f"{t.name} {reading:g} C, at or above its limit {limit:g} C", t.name, **ev)
         elif (s := _health(t.health)) is not None:
-            yield problem(s, f"{t.name} {t.health}" + (f" at {t.reading:g} C" if t.reading is not None else ""), t.name, **ev)
-        elif t.reading is not None and limit is not None and t.reading >= limit - TEMP_MARGIN_C:
-            yield problem(W, f"{t.name} {t.reading:g} C, within {TEMP_MARGIN_C:g} C of its limit {limit:g} C", t.name, **ev)
+            yield problem(s, f"{t.name} {t.health}" + (f" at {reading:g} C" if reading is not None else f" ({t.state})"
+                          if t.state else ""), t.name, **ev)  # fmt: skip
+        elif reading is not None and limit is not None and reading >= limit - TEMP_MARGIN_C:
+            yield problem(W, f"{t.name} {reading:g} C, within {TEMP_MARGIN_C:g} C of its limit {limit:g} C", t.name, **ev)
 
 
 @check("bmc.log", kind="server", severity=W, reads=("Systems and Managers LogServices/*/Entries",), cost="2-6 requests")
@@ -284,7 +294,8 @@ def metrics(r: ServerReading) -> dict[str, Any]:
     """The small readings kept per server per run, for metrics and reports."""
     out: dict[str, Any] = {}
     if r.health:
-        temps = {t.name: t.reading for t in r.health.temperatures if t.reading is not None}
+        # an absent or offline sensor's 0 is no temperature
+        temps = {t.name: t.reading for t in r.health.temperatures if t.reads and t.reading is not None}
         if temps:
             out["temperatures"] = temps
             out["max_temp_c"] = max(temps.values())
