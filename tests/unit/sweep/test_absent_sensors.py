@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fleetctl_drivers.redfish import parse
+
 from fleetctl.interfaces.bmc import HealthItem, HealthReport, Temperature
 from fleetctl.sweep import server_checks
 from fleetctl.sweep.collect import ServerExpect, ServerReading
 from fleetctl.sweep.engine import _evaluate
-from fleetctl_drivers.redfish import parse
 
 DATA = Path(__file__).parents[2] / "data" / "redfish" / "thermal-absent"
 
@@ -75,9 +76,7 @@ def test_a_zero_threshold_beside_a_real_one_is_no_limit() -> None:
     psu = Temperature(name="11-PS 1 Inlet", state="Enabled", health="OK", reading=36, upper_critical=0, upper_fatal=0)
     dimm = Temperature(name="04-P1 DIMM 1-6", state="Enabled", health="OK", reading=86, upper_critical=89, upper_fatal=0)
     assert cpu.limit is None and psu.limit is None and dimm.limit == 89
-    assert temperature_findings([cpu, psu, dimm]) == [
-        ("04-P1 DIMM 1-6", "warning", "04-P1 DIMM 1-6 86 C, within 5 C of its limit 89 C")
-    ]
+    assert temperature_findings([cpu, psu, dimm]) == [("04-P1 DIMM 1-6", "warning", "04-P1 DIMM 1-6 86 C, within 5 C of its limit 89 C")]
 
 
 def test_an_absent_fan_shows_no_reading() -> None:
