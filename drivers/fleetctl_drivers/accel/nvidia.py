@@ -35,6 +35,8 @@ from fleetctl_drivers.accel import AccelParseError
 __all__ = [
     "DCGM_ERRORS",
     "DCGM_SETUP_CATEGORIES",
+    "MAX_TEXT_CHARS",
+    "MAX_XML_ELEMENTS",
     "QUERY_ALIASES",
     "QUERY_FIELDS",
     "AccelParseError",
@@ -92,6 +94,30 @@ def _number(text: str, kind: type[int] | type[float], *, unit: str | None, fail:
             raise fail(f"{text!r} is not a whole number")
         return int(digits)
     return float(digits)
+
+
+# The most text each parser reads (characters), and the most elements an
+# nvidia-smi XML may hold. A device's real answer stays far below: nvidia-smi
+# -q -x is 20-70 kB and 300-1,100 elements per GPU (the recordings in
+# tests/data/accel and ../shared), so ~0.5 MB and ~9,000 elements for 8 GPUs;
+# dcgmi diag -j of 8 GPUs some 10-60 kB; a CSV query of 8 GPUs under 10 kB;
+# gpu-burn a few hundred bytes per progress line. More is refused before it
+# is parsed, so that what a host prints cannot make a parser (or the tree it
+# builds) use unbounded memory; the host side bounds what it keeps as well
+# (fleetctl.hostio).
+MAX_TEXT_CHARS: dict[str, int] = {
+    "nvidia-smi --query-gpu": 1 << 20,
+    "nvidia-smi -q -x": 4 << 20,
+    "dcgmi diag -j": 4 << 20,
+    "gpu-burn": 32 << 20,
+}
+MAX_XML_ELEMENTS = 50_000
+
+
+def _check_size(text: str, source: str) -> None:
+    limit = MAX_TEXT_CHARS[source]
+    if len(text) > limit:
+        raise AccelParseError(f"{len(text)} characters, more than the {limit} any real output has: refused unread", source=source)
 
 
 _YES_NO = {"yes": True, "no": False}
@@ -258,6 +284,7 @@ def parse_query_gpu_csv(text: str, *, fields: Iterable[str] | None = None) -> li
             with the wrong number of columns; text that is not a number (or
             carries another unit) in a numeric field; not Yes/No in a Yes/No field.
     """
+    _check_size(text, _CSV)
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not lines:
         raise AccelParseError("empty output", source=_CSV)
@@ -365,7 +392,9 @@ class GpuDetail(_Model):
     temperature_shutdown_c: int | None = Field(default=None, description="gpu_temp_max_threshold")
     temperature_max_gpu_c: int | None = Field(default=None, description="gpu_temp_max_gpu_threshold")
     temperature_max_memory_c: int | None = Field(default=None, description="gpu_temp_max_mem_threshold")
-    power_draw_w: float | None = None
+    power_draw_w: float | None = Field(default=None, description="<power_draw>; from DTD v13 on, the average (else instant) draw")
+    power_draw_average_w: float | None = Field(default=None, description="<average_power_draw> (DTD v12 of R535 on, v13)")
+    power_draw_instant_w: float | None = Field(default=None, description="<instant_power_draw> (DTD v12 of R535 on, v13)")
     power_limit_w: float | None = None
     clocks_graphics_mhz: int | None = None
     clocks_sm_mhz: int | None = None
@@ -390,6 +419,10 @@ class GpuDetail(_Model):
 
 
 _XML = "nvidia-smi -q -x"
+# Where the board's power draw is, first found wins: <power_draw> (before R530 under <power_readings>), then DTD
+# v13's average, then its instant reading.
+_POWER_DRAW = ["gpu_power_readings/power_draw", "power_readings/power_draw", "gpu_power_readings/average_power_draw",
+               "gpu_power_readings/instant_power_draw"]  # fmt: skip
 
 
 def _refuse_internal_subset(_name: str, _sysid: str | None, _pubid: str | None, has_internal_subset: bool) -> None:
@@ -407,11 +440,23 @@ def _safe_xml(text: str, source: str) -> ET.Element:
     A DOCTYPE naming an external DTD, as nvidia-smi prints (``<!DOCTYPE
     nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">``), is fine: expat never
     fetches it. defusedxml is not a dependency, so expat is asked directly
-    first, then ElementTree builds the tree.
+    first, then ElementTree builds the tree. The first pass also counts the
+    elements: more than :data:`MAX_XML_ELEMENTS` is refused before a tree is
+    built (a tree costs some hundred bytes per element).
     """
+    _check_size(text, source)
     check = expat.ParserCreate()
     check.StartDoctypeDeclHandler = _refuse_internal_subset
     check.EntityDeclHandler = _refuse_entity
+    elements = 0
+
+    def count(_name: str, _attrs: Any) -> None:
+        nonlocal elements
+        elements += 1
+        if elements > MAX_XML_ELEMENTS:
+            raise ValueError(f"more than {MAX_XML_ELEMENTS} elements, more than any real output has: refused")
+
+    check.StartElementHandler = count
     try:
         check.Parse(text, True)
         return ET.fromstring(text)
@@ -537,8 +582,12 @@ def _gpu_detail(gpu: ET.Element, driver: str | None, cuda: str | None) -> GpuDet
         temperature_shutdown_c=num("temperature/gpu_temp_max_threshold", int, "C"),
         temperature_max_gpu_c=num("temperature/gpu_temp_max_gpu_threshold", int, "C"),
         temperature_max_memory_c=num("temperature/gpu_temp_max_mem_threshold", int, "C"),
-        # NOTE: drivers before R530 report <power_readings>; later ones <gpu_power_readings>.
-        power_draw_w=first_num(["gpu_power_readings/power_draw", "power_readings/power_draw"], float, "W"),
+        # NOTE: drivers before R530 report <power_readings>; later ones <gpu_power_readings>. DTD v13 (R590 on, and the
+        # R595 recordings in tests/data/accel) has no <power_draw>: only <average_power_draw> and <instant_power_draw>.
+        # power_draw_w is then the average, as --query-gpu's power.draw is on Ampere and newer (a 1 s average).
+        power_draw_w=first_num(_POWER_DRAW, float, "W"),
+        power_draw_average_w=num("gpu_power_readings/average_power_draw", float, "W"),
+        power_draw_instant_w=num("gpu_power_readings/instant_power_draw", float, "W"),
         power_limit_w=first_num(["gpu_power_readings/current_power_limit", "power_readings/power_limit"], float, "W"),
         clocks_graphics_mhz=num("clocks/graphics_clock", int, "MHz"),
         clocks_sm_mhz=num("clocks/sm_clock", int, "MHz"),
@@ -728,6 +777,7 @@ class DiagReport(_Model):
     runtime_error: str | None = Field(default=None, description="the diagnostic did not run; no categories then")
     categories: list[DiagCategory] = Field(default_factory=list)
     entities: list[DiagEntity] = Field(default_factory=list)
+    preamble: str | None = Field(default=None, description="text printed before the JSON document (skipped, as DCGM's own reader does)")
 
     @property
     def results(self) -> list[tuple[str, str, DiagResult]]:
@@ -750,21 +800,41 @@ class DiagReport(_Model):
 _DIAG = "dcgmi diag -j"
 
 
+# The JSON document starts at the first line that opens an object; DCGM's own
+# reader (nvvs/include/JsonResult.hpp, DCGM 3.x) skips what comes before it.
+_JSON_START = re.compile(r"^[ \t]*\{", re.M)
+
+
 def parse_dcgmi_diag(text: str) -> DiagReport:
     """Read ``dcgmi diag -r N -j`` (DCGM 4's ``DCGM Diagnostic`` or the older ``DCGM GPU Diagnostic``).
+
+    What DCGM's own reader tolerates is tolerated here: ``null`` in place of
+    a category, test, result, warning or info (DCGM 3.x's dcgmi fills its
+    lists by index, so a test it did not run is a ``null`` between tests),
+    ``gpu_ids`` as a number or as ``"0,1"``, and lines printed before the
+    document. DCGM 3.x's ``GPU Device Serials`` (GPU id -> serial) are read
+    as GPU entities, as DCGM 4's ``entity_groups`` are.
 
     Returns:
         A :class:`DiagReport`; a status it does not know is
         :attr:`DiagStatus.UNKNOWN` (``status_text`` keeps it).
 
     Raises:
-        AccelParseError: not JSON (garbage, cut short), neither known top-level
-            key, or a part of the wrong type.
+        AccelParseError: not JSON (garbage, cut short), more text than any
+            real output (:data:`MAX_TEXT_CHARS`), neither known top-level key,
+            or a part of the wrong type.
     """
+    _check_size(text, _DIAG)
+    preamble = None
+    start = _JSON_START.search(text)
+    if start is not None and start.start() > 0:
+        preamble, text = text[: start.start()].strip() or None, text[start.start() :]
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise AccelParseError(f"not JSON ({e.msg}; cut short?)", source=_DIAG, location=f"line {e.lineno}") from e
+    except RecursionError as e:  # nesting deeper than any real document: refused, not a crash
+        raise AccelParseError("nested deeper than any real output: refused", source=_DIAG) from e
     if not isinstance(doc, dict):
         raise AccelParseError("the top level is not an object", source=_DIAG)
     if "DCGM Diagnostic" in doc:
@@ -786,13 +856,19 @@ def parse_dcgmi_diag(text: str) -> DiagReport:
     else:
         cats = _list(body["test_categories"], "test_categories")
     groups = doc.get("entity_groups", body.get("entity_groups", []))
+    entities = _diag_entities(groups)
+    if not entities and isinstance(body.get("GPU Device Serials"), dict):
+        entities = [DiagEntity(entity_group="GPU", entity_group_id=None, entity_id=gid, serial=str(serial) if serial else None)
+                    for key, serial in body["GPU Device Serials"].items()
+                    if (gid := _opt_int(key, "GPU Device Serials")) is not None]  # fmt: skip
     return DiagReport(
         legacy=legacy,
         version=None if version is None else str(version),
         driver_version=None if driver is None else str(driver),
         runtime_error=None if runtime_error is None else str(runtime_error),
-        categories=[_diag_category(c, i) for i, c in enumerate(cats)],
-        entities=_diag_entities(groups),
+        categories=[_diag_category(c, i) for i, c in enumerate(cats) if c is not None],
+        entities=entities,
+        preamble=preamble,
     )
 
 
@@ -831,7 +907,7 @@ def _diag_category(c: Any, i: int) -> DiagCategory:
     c = _obj(c, where)
     name = str(c.get("category", ""))
     tests = _list(c.get("tests", []), f"{where}.tests")
-    return DiagCategory(name=name, tests=[_diag_test(t, f"{where}.tests[{j}]") for j, t in enumerate(tests)])
+    return DiagCategory(name=name, tests=[_diag_test(t, f"{where}.tests[{j}]") for j, t in enumerate(tests) if t is not None])
 
 
 def _diag_test(t: Any, where: str) -> DiagTest:
@@ -841,7 +917,7 @@ def _diag_test(t: Any, where: str) -> DiagTest:
     results = _list(t.get("results", []), f"{where}.results")
     summary = t.get("test_summary")
     summary_status = _status(summary["status"], f"{where}.test_summary")[0] if isinstance(summary, dict) and "status" in summary else None
-    return DiagTest(name=str(t["name"]), results=[_diag_result(r, f"{where}.results[{k}]") for k, r in enumerate(results)],
+    return DiagTest(name=str(t["name"]), results=[_diag_result(r, f"{where}.results[{k}]") for k, r in enumerate(results) if r is not None],
                     summary_status=summary_status)  # fmt: skip
 
 
@@ -874,9 +950,10 @@ def _diag_result(r: Any, where: str) -> DiagResult:
 
 
 def _as_list(x: Any) -> list[Any]:
+    """A list of what is there: ``null`` (the whole or an item) is nothing, one value a list of one."""
     if x is None:
         return []
-    return x if isinstance(x, list) else [x]
+    return [i for i in x if i is not None] if isinstance(x, list) else [x]
 
 
 def _diag_warning(w: Any, where: str) -> DiagWarning:
@@ -895,8 +972,12 @@ def _diag_warning(w: Any, where: str) -> DiagWarning:
 def _diag_entities(groups: Any) -> list[DiagEntity]:
     out: list[DiagEntity] = []
     for i, g in enumerate(_list(groups, "entity_groups")):
+        if g is None:
+            continue
         g = _obj(g, f"entity_groups[{i}]")
         for j, e in enumerate(_list(g.get("entities", []), f"entity_groups[{i}].entities")):
+            if e is None:
+                continue
             e = _obj(e, f"entity_groups[{i}].entities[{j}]")
             eid = _opt_int(e.get("entity_id"), f"entity_groups[{i}].entities[{j}].entity_id")
             if eid is None:
@@ -961,6 +1042,7 @@ def parse_gpu_burn(text: str) -> GpuBurnResult:
             (a run cut short), a verdict other than OK/FAULTY, or a progress
             line whose columns do not match the GPUs.
     """
+    _check_size(text, _BURN)
     lines = re.split(r"\r\n|\r|\n", text)
     names: dict[int, tuple[str, str]] = {}
     errors: dict[int, int] = {}

@@ -505,3 +505,146 @@ def test_xid_lines():
 def test_csv_noheader_values_are_not_taken_for_a_header():
     with pytest.raises(AccelParseError, match="no header line"):
         parse_query_gpu_csv("P0, Enabled\nP8, Disabled\n")  # --query-gpu=pstate,ecc.mode.current --format=csv,noheader
+
+
+# ------------------------------------------------------------------ issue 20: recordings kept in tests/data/accel
+# (SOURCES.md there names each file's repository, commit and license)
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "accel"
+
+
+def _data(folder: str, name: str) -> str:
+    return (DATA / folder / name).read_text(encoding="utf-8")
+
+
+# DTD v13 (drivers 590 and later, some 580/595 builds): <average_power_draw> and
+# <instant_power_draw>, no <power_draw>. Values read by hand from the files.
+V13_EXPECTED = {
+    "geforce-rtx3080_drv595.58.03_dtd-v13.xml": {
+        "pci_bus_id": "00000000:0C:00.0", "name": "NVIDIA GeForce RTX 3080", "driver_version": "595.58.03",
+        "power_draw_w": 139.62, "power_draw_average_w": 139.62, "power_draw_instant_w": 142.33, "power_limit_w": 320.0,
+        "temperature_gpu_c": 27, "clocks_sm_mhz": 1950, "pcie_link_gen_current": 4, "pcie_link_width_current": 16},
+    "rtx4000-sff-ada_drv595.84_dtd-v13.xml": {
+        "pci_bus_id": "00000000:06:00.0", "name": "NVIDIA RTX 4000 SFF Ada Generation", "driver_version": "595.84",
+        "power_draw_w": 8.81, "power_draw_average_w": 8.81, "power_draw_instant_w": 8.44, "power_limit_w": 70.0,
+        "temperature_gpu_c": 38, "ecc_mode_current": "Disabled", "remapped_rows_uncorrectable": 0,
+        "pcie_link_gen_current": 1, "pcie_link_gen_max": 4},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(V13_EXPECTED))
+def test_smi_xml_dtd_v13_power_is_read(name):
+    (gpu,) = parse_smi_xml(_data("nvidia-smi-xml", name))
+    want = V13_EXPECTED[name]
+    assert {k: getattr(gpu, k) for k in want} == want
+
+
+def test_smi_xml_instant_only_and_old_power_draw_first():
+    """Hand-made around the v13 shape: an instant reading alone is the draw; <power_draw>, where printed, wins."""
+    doc = '<nvidia_smi_log><gpu id="0000:01:00.0"><gpu_power_readings>{}</gpu_power_readings></gpu></nvidia_smi_log>'
+    (only,) = parse_smi_xml(doc.format("<average_power_draw>N/A</average_power_draw><instant_power_draw>61.50 W</instant_power_draw>"))
+    assert (only.power_draw_w, only.power_draw_average_w, only.power_draw_instant_w) == (61.5, None, 61.5)
+    (both,) = parse_smi_xml(doc.format("<power_draw>70.00 W</power_draw><average_power_draw>65.00 W</average_power_draw>"))
+    assert (both.power_draw_w, both.power_draw_average_w) == (70.0, 65.0)
+
+
+DCGM3_NULLS = "dcgm-3.1.0_x8_diag-j_null-between-tests.json"
+
+
+def test_dcgmi_diag_dcgm3_nulls_between_tests_are_skipped():
+    text = _data("dcgmi", DCGM3_NULLS)
+    assert "},\n\t\t\t\t\tnull,\n" in text  # the recording has the nulls this test is about
+    report = parse_dcgmi_diag(text)
+    assert (report.legacy, report.version, report.runtime_error) == (True, "3.1.0", None)
+    assert report.preamble == "WARNING: THIS SHOULD NOT HAPPEN"
+    deployment, custom = report.categories
+    assert [t.name for t in deployment.tests] == [
+        "Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS-related Blocks", "Persistence Mode",
+        "Environmental Variables", "Page Retirement/Row Remap", "Graphics Processes", "Inforom"]  # fmt: skip
+    assert all(r.gpu_ids == list(range(8)) and r.entity_id is None for t in deployment.tests for r in t.results)
+    (software,) = custom.tests
+    assert [(r.entity_group, r.entity_id, r.status) for r in software.results] == [("GPU", i, DiagStatus.PASS) for i in range(8)]
+    assert len(report.results) == 17 and report.failures == []
+    # the document alone, without the line NVIDIA's test put before it, reads the same
+    body = text[text.index("{") :]
+    assert parse_dcgmi_diag(body).categories == report.categories and parse_dcgmi_diag(body).preamble is None
+
+
+def test_dcgmi_diag_nulls_at_every_level_and_dcgm3_serials():
+    """Hand-made: DCGM's reader skips null tests, results and warnings; a null category, info or entity is skipped too."""
+    doc = {"DCGM GPU Diagnostic": {
+        "version": "3.3.8",
+        "test_categories": [None, {"category": "Hardware", "tests": [None, {"name": "GPU Memory", "results": [
+            None, {"gpu_ids": "1", "status": "Fail", "info": [None, "GPU 1 allocated 95%"],
+                   "warnings": [None, {"warning": "Faulty memory on GPU 1", "error_id": 52, "error_category": 10, "error_severity": 2}]},
+        ]}, None]}],
+        "GPU Device Serials": {"0": "1650522003820", "1": "1650522003821"},
+    }}  # fmt: skip
+    report = parse_dcgmi_diag(json.dumps(doc))
+    ((cat, test, r),) = report.failures
+    assert (cat, test, r.entity_id, r.info) == ("Hardware", "GPU Memory", 1, ["GPU 1 allocated 95%"])
+    assert [w.error_name for w in r.warnings] == ["DCGM_FR_FAULTY_MEMORY"]
+    assert report.serial_of(1) == "1650522003821" and report.serial_of(2) is None
+
+
+# ------------------------------------------------------------------ issue 20: output 100x larger than any real one
+
+
+def _xml_100x() -> str:
+    """The v13 recording with its <gpu> repeated 100 times (~4.6 MB): 100x a real one-GPU answer."""
+    text = _data("nvidia-smi-xml", "geforce-rtx3080_drv595.58.03_dtd-v13.xml")
+    start, end = text.index("<gpu "), text.index("</gpu>") + len("</gpu>")
+    return text[:start] + text[start:end] * 100 + text[end:]
+
+
+def _peak_while(fn) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+def test_smi_xml_100x_is_refused_unread():
+    text = _xml_100x()
+    assert len(text) > 100 * 46_000
+
+    def parse() -> None:
+        with pytest.raises(AccelParseError, match="refused unread"):
+            parse_smi_xml(text)
+
+    assert _peak_while(parse) < 1 << 20  # nothing is built from it (parsing it whole takes some 30 MB)
+
+
+def test_smi_xml_element_flood_is_refused_before_a_tree_is_built():
+    """Under the size bound, but a million elements: the counting pass stops it; no tree of them is built."""
+    text = "<nvidia_smi_log>" + "<a/>" * 1_000_000 + "</nvidia_smi_log>"
+
+    def parse() -> None:
+        with pytest.raises(AccelParseError, match="more than 50000 elements"):
+            parse_smi_xml(text)
+
+    assert _peak_while(parse) < 3 * len(text)  # expat's copy of the text, no tree (a tree of them takes ~100 MB)
+
+
+def test_dcgmi_diag_100x_and_deep_nesting_are_refused():
+    text = _data("dcgmi", DCGM3_NULLS)
+    # 17 results, each with 400 kB of info: ~6.8 MB, 100x the largest real diag output (~60 kB) and more
+    big = text.replace('"status" : "PASS"', '"status" : "PASS", "info" : ["' + "x" * 400_000 + '"]')
+    assert len(big) > 100 * 60_000
+    with pytest.raises(AccelParseError, match="refused unread"):
+        parse_dcgmi_diag(big)
+    with pytest.raises(AccelParseError, match="nested deeper than any real output"):
+        parse_dcgmi_diag('{"DCGM Diagnostic": ' + "[" * 200_000 + "]" * 200_000 + "}")
+
+
+@pytest.mark.parametrize(("parse", "source"), [(parse_query_gpu_csv, "nvidia-smi --query-gpu"), (parse_gpu_burn, "gpu-burn")])
+def test_other_parsers_refuse_more_than_any_real_output(parse, source):
+    from fleetctl_drivers.accel.nvidia import MAX_TEXT_CHARS
+
+    with pytest.raises(AccelParseError, match="refused unread"):
+        parse("index, name\n" + "0, x\n" * (MAX_TEXT_CHARS[source] // 5))
