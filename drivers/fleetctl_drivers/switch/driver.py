@@ -276,10 +276,9 @@ class NetmikoSwitch(Switch):
             )
         text = self.run(self._render(cmd, fmt))
         try:
-            records = parse.run_parser(cmd.parser, text)
+            return parse.parse_show(cmd, text)
         except SwitchError as e:  # the parsers know the text, not the switch it came from
             raise SwitchError(f"{self.name}: {e}") from e
-        return parse.rename(records, cmd.fields)
 
     def _render(self, cmd: ShowCommand, fmt: dict[str, str]) -> str:
         return fill(cmd.command, sudo=self._prefix, **fmt)

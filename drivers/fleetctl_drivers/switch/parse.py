@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetctl.errors import SwitchError
 from fleetctl.interfaces.switch import (
@@ -34,6 +34,9 @@ from fleetctl.interfaces.switch import (
     map_status,
     parse_vlan_list,
 )
+
+if TYPE_CHECKING:  # platform.py imports this module
+    from .platform import ShowCommand
 
 PLATFORMS_DIR = Path(__file__).resolve().parent / "platforms"
 
@@ -96,6 +99,50 @@ def _own_template(rel: str, text: str) -> list[Record]:
         raise SwitchError(f"could not parse with {rel}: {type(e).__name__}: {e}") from e
     keys = [h.lower() for h in fsm.header]
     return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def parse_show(show: ShowCommand, text: str) -> list[Record]:
+    """Parse one show command's output into records (fields renamed), or raise.
+
+    Output is either recognised or refused, never read as "nothing": a
+    parser that finds no records in output the platform file does not call
+    legitimately empty (``empty``: a header without rows, "Total entries
+    displayed: 0"), or a record whose fields do not look like what the
+    command prints (``expect``: a port name, a VLAN number, a version with a
+    digit), raises :class:`SwitchError` naming the command. Garbage (an
+    error message the platform's error list lacks, a banner, binary junk, a
+    truncated answer) then reads as an error, not as a switch with no ports.
+
+    Raises:
+        SwitchError: the output is not what ``show.command`` prints.
+    """
+    try:
+        records = rename(run_parser(show.parser, text), show.fields)
+    except SwitchError as e:
+        if show.command in str(e):
+            raise
+        raise SwitchError(f"{show.command!r}: {e}") from e
+    if not records:
+        if show.empty is not None and re.search(show.empty, text, re.MULTILINE):
+            return []
+        raise SwitchError(
+            f"{show.command!r}: output not recognised (nothing the parser knows in {_excerpt(text)})"
+        )
+    for field, pattern in show.expect.items():
+        for rec in records:
+            value = rec.get(field)
+            if value is None or re.fullmatch(pattern, str(value).strip()) is None:
+                raise SwitchError(
+                    f"{show.command!r}: output not recognised ({field} {value!r} is not what "
+                    f"the command prints, in {_excerpt(text)})"
+                )
+    return records
+
+
+def _excerpt(text: str, limit: int = 120) -> str:
+    """The start of an output, quoted, for an error message (binary junk shown escaped)."""
+    head = text.strip()
+    return repr(head[:limit] + ("..." if len(head) > limit else "")) if head else "an empty output"
 
 
 def rename(records: Iterable[Record], fields: Mapping[str, str]) -> list[Record]:
@@ -258,10 +305,7 @@ def linux_links(text: str) -> list[Record]:
     """
     s = _sections(text)
     raw = s.get("_", "").strip()
-    try:
-        links = json.loads(raw) if raw else []
-    except json.JSONDecodeError as e:
-        raise SwitchError(f"could not parse `ip -j link` output: {e}") from e
+    links = _ip_json(raw)
     speeds: dict[str, str] = {}
     for line in s.get("speed", "").splitlines():
         parts = line.split()
@@ -290,12 +334,18 @@ def linux_links(text: str) -> list[Record]:
 
 
 def linux_bridges(text: str) -> list[Record]:
-    raw = text.strip()
+    return [{"name": link.get("ifname")} for link in _ip_json(text.strip())]
+
+
+def _ip_json(raw: str) -> list[dict[str, Any]]:
+    """``ip -j`` output: a JSON list of objects (nothing at all where there are none)."""
     try:
         links = json.loads(raw) if raw else []
     except json.JSONDecodeError as e:
         raise SwitchError(f"could not parse `ip -j link` output: {e}") from e
-    return [{"name": link.get("ifname")} for link in links]
+    if not isinstance(links, list) or not all(isinstance(x, dict) for x in links):
+        raise SwitchError(f"`ip -j link` output is not a list of links: {_excerpt(raw)}")
+    return links
 
 
 def lldpctl_keyvalue(text: str) -> list[Record]:

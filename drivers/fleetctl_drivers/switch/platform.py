@@ -44,6 +44,12 @@ class ShowCommand:
     parser: dict[str, Any]
     fields: dict[str, str] = field(default_factory=dict)
     requires: str | None = None
+    # What recognised output looks like (parse.parse_show): each record's field
+    # (our name) must fully match its pattern, and output that parses to no
+    # records is recognised only where it matches ``empty`` (a table header
+    # without rows, "Total entries displayed: 0"): anything else is garbage.
+    expect: dict[str, str] = field(default_factory=dict)
+    empty: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,8 @@ def platform_from_dict(data: dict[str, Any], *, source: str = "<dict>") -> Platf
                 parser=dict(v["parser"]),
                 fields={str(a): str(b) for a, b in (v.get("fields") or {}).items()},
                 requires=v.get("requires"),
+                expect={str(a): str(b) for a, b in (v.get("expect") or {}).items()},
+                empty=None if v.get("empty") is None else str(v["empty"]),
             )
             for key, v in (data.get("show") or {}).items()
         }
@@ -120,6 +128,9 @@ def platform_from_dict(data: dict[str, Any], *, source: str = "<dict>") -> Platf
         if unknown:
             raise SwitchError(f"{source}: unknown config keys {sorted(unknown)}")
         re.compile(data["port_pattern"])
+        for cmd in show.values():  # a bad pattern is the platform file's fault, said at load
+            for pattern in (*cmd.expect.values(), *([cmd.empty] if cmd.empty else [])):
+                re.compile(pattern)
         return Platform(
             name=str(data["name"]),
             device_type=str(data["device_type"]),
