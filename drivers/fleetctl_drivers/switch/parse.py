@@ -48,7 +48,12 @@ Record = dict[str, Any]
 
 
 def run_parser(spec: Mapping[str, Any], text: str) -> list[Record]:
-    """Parse ``text`` with the parser a platform file's ``parser:`` entry names."""
+    """Parse ``text`` with the parser a platform file's ``parser:`` entry names.
+
+    ``replaces: [platform, command]`` beside ``template`` names the
+    ntc-templates template ours stands in for (the recordings test holds ours
+    to theirs on their own test data); it is not used to parse.
+    """
     if "textfsm" in spec:
         platform, command = spec["textfsm"]
         return _ntc(platform, command, text)

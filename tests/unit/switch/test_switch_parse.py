@@ -45,7 +45,8 @@ def _show_keys(raw: Path) -> tuple[str, list[str]]:
     keys = [
         k
         for k, s in platform.show.items()
-        if s.parser.get("textfsm") == [vendor, command]
+        # ntc-templates' template, or ours where theirs is too strict (`replaces` names it)
+        if [vendor, command] in (s.parser.get("textfsm"), s.parser.get("replaces"))
     ]
     return FOLDERS[vendor], keys
 
