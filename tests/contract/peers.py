@@ -42,7 +42,7 @@ SUSHY_SYSTEMS = {
 }
 
 # One lab BMC per vendor flavour the lab serves.
-LAB_FLAVOURS = ("generic", "hpe", "openbmc", "ami", "dell")
+LAB_FLAVOURS = ("generic", "hpe", "openbmc", "ami", "dell", "ilo6", "idrac9", "nvidia")
 
 
 def free_port() -> int:

@@ -13,6 +13,7 @@ import json
 import time
 from typing import Any
 
+from fleetctl_lab.bmc.flavours import HGX_SYSTEM
 from fleetctl_lab.bmc.state import (
     FAULTS,
     LabActionError,
@@ -32,6 +33,8 @@ PCI_IDS = {
     "gpu": ("0x10de", "0x2331", "0x030200", "NVIDIA Corporation"),  # H100 PCIe
     "nic": ("0x15b3", "0x101d", "0x020000", "Mellanox Technologies"),  # ConnectX-6 Dx
 }
+# The GPUs of an "hgx" tray (GB200: 10de:2941, a 3D controller).
+HGX_GPU_PCI_IDS = ("0x10de", "0x2941", "0x030200", "NVIDIA Corporation")
 
 
 def _ref(path: str) -> dict[str, str]:
@@ -78,8 +81,8 @@ def service_root(bmc: SimBMC) -> dict[str, Any]:
         "Name": "Root Service",
         "RedfishVersion": "1.17.0",
         "UUID": _uuid(bmc),
-        "Product": bmc.flavour.manager_model,
-        "Vendor": {"hpe": "HPE", "openbmc": "OpenBMC", "ami": "AMI", "dell": "Dell"}.get(bmc.flavour.name, "Lab"),
+        "Product": s.model if bmc.flavour.product_is_model else (bmc.flavour.product or bmc.flavour.manager_model),
+        "Vendor": bmc.flavour.root_vendor,
         "Systems": _ref(f"{R}/Systems"),
         "Chassis": _ref(f"{R}/Chassis"),
         "Managers": _ref(f"{R}/Managers"),
@@ -88,13 +91,35 @@ def service_root(bmc: SimBMC) -> dict[str, Any]:
         "TaskService": _ref(f"{R}/TaskService"),
         "AccountService": _ref(f"{R}/AccountService"),
         "Links": {"Sessions": _ref(f"{R}/SessionService/Sessions")},
-        "Oem": {"Lab": {"Name": s.name}} if bmc.flavour.name == "generic" else {},
+        "Oem": _root_oem(bmc),
         "ProtocolFeaturesSupported": {
             "ExpandQuery": ({"ExpandAll": False, "Levels": True, "MaxLevels": 1, "Links": False, "NoLinks": True}
                             if bmc.flavour.expand else {"ExpandAll": False, "Levels": False, "Links": False, "NoLinks": False}),
             "FilterQuery": False, "SelectQuery": False,
         },  # fmt: skip
     }
+
+
+def _root_oem(bmc: SimBMC) -> dict[str, Any]:
+    """The service root's Oem section: the vendor's key with what it carries there."""
+    f, s = bmc.flavour, bmc.spec
+    if f.name == "generic":
+        return {"Lab": {"Name": s.name}}
+    if f.root_oem == "Hpe":  # iLO 6/7: the manager's type and firmware, as HpeiLOServiceExt
+        return {"Hpe": {"@odata.type": "#HpeiLOServiceExt.v2_5_0.HpeiLOServiceExt",
+                        "Manager": [{"ManagerType": f.manager_model, "ManagerFirmwareVersion": bmc.firmware.get("BMC", "")}],
+                        "Moniker": {"PRODGEN": f.manager_model, "PRODNAM": "Integrated Lights-Out"}}}  # fmt: skip
+    if f.root_oem == "Dell":  # iDRAC 9: DellServiceRoot with the service tag
+        return {"Dell": {"@odata.type": "#DellServiceRoot.v1_0_0.DellServiceRoot", "IsBranded": 0,
+                         "ManagerMACAddress": _bmc_mac(bmc), "ServiceTag": s.serial}}  # fmt: skip
+    if f.root_oem:
+        return {f.root_oem: {}}
+    return {}
+
+
+def _bmc_mac(bmc: SimBMC) -> str:
+    n = bmc.index
+    return f"02:1b:{(n >> 24) & 255:02x}:{(n >> 16) & 255:02x}:{(n >> 8) & 255:02x}:{n & 255:02x}"
 
 
 def _uuid(bmc: SimBMC) -> str:
@@ -147,7 +172,8 @@ def system(bmc: SimBMC) -> dict[str, Any]:
         "EthernetInterfaces": _ref(f"{p}/EthernetInterfaces"),
         "LogServices": _ref(f"{p}/LogServices"),
         "Links": {
-            "Chassis": [_ref(f"{R}/Chassis/{bmc.chassis_id}")],
+            # An hgx tray's host links the GPUs' chassis too (an assumption of the lab, see flavours.py).
+            "Chassis": [_ref(f"{R}/Chassis/{c}") for c in (bmc.chassis_id, *_gpu_chassis(bmc))],
             "ManagedBy": [_ref(f"{R}/Managers/{bmc.manager_id}")],
         },
         "Actions": {
@@ -156,7 +182,150 @@ def system(bmc: SimBMC) -> dict[str, Any]:
                 "ResetType@Redfish.AllowableValues": list(f.reset_types),
             }
         },
+        **({"VirtualMedia": _ref(f"{p}/VirtualMedia")} if f.vm_under == "systems" else {}),
+        **_system_oem(bmc),
     }
+
+
+def _system_oem(bmc: SimBMC) -> dict[str, Any]:
+    f = bmc.flavour
+    on = bmc.power_state() == "On"
+    if f.root_oem == "Hpe":
+        return {"Oem": {"Hpe": {"@odata.type": "#HpeComputerSystemExt.v2_16_0.HpeComputerSystemExt",
+                                "PostState": "FinishedPost" if on else "PowerOff", "ServerSignature": _uuid(bmc)}}}  # fmt: skip
+    if f.root_oem == "Dell":
+        return {"Oem": {"Dell": {"@odata.type": "#DellOem.v1_3_0.DellOemResources",
+                                 "DellSystem": {"@odata.type": "#DellSystem.v1_4_0.DellSystem", "Id": bmc.sys_id,
+                                                "ChassisServiceTag": bmc.spec.serial, "NodeID": bmc.spec.serial,
+                                                "SystemGeneration": "16G Monolithic"}}}}  # fmt: skip
+    return {}
+
+
+# --- an hgx tray's GPUs ---------------------------------------------------------------
+
+
+def _gpus(bmc: SimBMC) -> list[Any]:
+    """The GPU boards of an hgx tray, in slot order (their index is the GPU_<n> of every id)."""
+    if bmc.flavour.gpu_processors != "hgx":
+        return []
+    return sorted((b for b in bmc.spec.boards if b.kind == "gpu"), key=lambda b: b.slot)
+
+
+def _gpu_chassis(bmc: SimBMC) -> list[str]:
+    return [f"HGX_GPU_{i}" for i in range(len(_gpus(bmc)))]
+
+
+def shown_serials(bmc: SimBMC) -> dict[int, str | None]:
+    """The serial the BMC shows for each board, by slot (None: no SerialNumber at all).
+
+    An hgx tray shows one serial per processor module, shared by its two GPUs (the module's first
+    GPU's); the ``board_no_serial`` fault hides one board's serial.
+    """
+    out: dict[int, str | None] = {b.slot: b.serial for b in bmc.spec.boards}
+    gpus = _gpus(bmc)
+    for i, b in enumerate(gpus):
+        out[b.slot] = gpus[i - i % 2].serial
+    hidden = bmc.board_without_serial()
+    if hidden in out:
+        out[hidden] = None  # type: ignore[index]
+    return out
+
+
+def hgx_system(bmc: SimBMC) -> dict[str, Any]:
+    """Systems/HGX_Baseboard_0: the GPUs' baseboard as a ComputerSystem of its own (no serial, no boot)."""
+    p = f"{R}/Systems/{HGX_SYSTEM}"
+    health = "OK"
+    return {
+        "@odata.id": p,
+        "@odata.type": "#ComputerSystem.v1_22_0.ComputerSystem",
+        "Id": HGX_SYSTEM,
+        "Name": HGX_SYSTEM,
+        "Description": "Computer System",
+        "SystemType": "Physical",
+        "Manufacturer": "NVIDIA",
+        "Model": bmc.spec.model,
+        "PowerState": bmc.power_state(),
+        "Status": {"State": "Enabled", "Health": health, "HealthRollup": health, "Conditions": []},
+        "MemorySummary": {"TotalSystemMemoryGiB": 186 * len(_gpus(bmc))},
+        "Processors": _ref(f"{p}/Processors"),
+        "Links": {
+            "Chassis": [_ref(f"{R}/Chassis/{c}") for c in _gpu_chassis(bmc)],
+            "ManagedBy": [_ref(f"{R}/Managers/{bmc.manager_id}")],
+        },
+        "Oem": {"Nvidia": {"@odata.type": "#NvidiaComputerSystem.v1_1_0.NvidiaComputerSystem", "ISTModeEnabled": False}},
+    }
+
+
+def hgx_processors(bmc: SimBMC) -> dict[str, Any]:
+    p = f"{R}/Systems/{HGX_SYSTEM}/Processors"
+    return _collection(p, "ProcessorCollection", "Processor Collection", [f"{p}/GPU_{i}" for i in range(len(_gpus(bmc)))])
+
+
+def hgx_gpu(bmc: SimBMC, gid: str) -> dict[str, Any] | None:
+    """Systems/HGX_Baseboard_0/Processors/GPU_<n>, shaped as the GB300 recording (flavours.py)."""
+    gpus = _gpus(bmc)
+    i = next((k for k in range(len(gpus)) if gid == f"GPU_{k}"), None)
+    if i is None:
+        return None
+    b = gpus[i]
+    p = f"{R}/Systems/{HGX_SYSTEM}/Processors/{gid}"
+    dev = f"{R}/Chassis/HGX_GPU_{i}/PCIeDevices/{gid}"
+    lanes, gen = b.max_lanes, b.pcie_gen
+    fault = bmc.pcie_fault_for(b.slot, _first_board_slot(bmc))
+    if fault:
+        lanes, gen = fault["lanes"], fault["gen"] or gen
+    doc: dict[str, Any] = {
+        "@odata.id": p,
+        "@odata.type": "#Processor.v1_20_0.Processor",
+        "Id": gid,
+        "Name": "Processor",
+        "ProcessorType": "GPU",
+        "Manufacturer": "NVIDIA",
+        "Model": b.model,
+        "FirmwareVersion": ", ".join(bmc.board_firmware.get(_board_fw_id(b.kind, b.slot, c), v) for c, v in b.firmware.items()),
+        "PartNumber": "2901-886-A1",
+        "UUID": f"{_uuid(bmc)[:-4]}{i:04d}",
+        "Location": {
+            "PartLocation": {"LocationType": "Embedded", "ServiceLabel": f"GPU_{i % 2}"},
+            "PartLocationContext": f"HGX_Chassis_0/ProcessorModule_{i // 2}",
+        },
+        "Links": {
+            "Chassis": _ref(f"{R}/Chassis/HGX_GPU_{i}"),
+            "PCIeDevice": _ref(dev),
+            "PCIeFunctions": [_ref(f"{dev}/PCIeFunctions/0")],
+        },
+        "SystemInterface": {"InterfaceType": "PCIe", "PCIe": {"LanesInUse": lanes, "MaxLanes": b.max_lanes, "PCIeType": gen,
+                                                               "MaxPCIeType": b.pcie_gen}},  # fmt: skip
+        "Status": {"State": "Enabled", "Health": "OK", "HealthRollup": "OK", "Conditions": []},
+        "Oem": {"Nvidia": {"@odata.type": "#NvidiaProcessor.v1_6_0.NvidiaGPU", "MIGModeEnabled": False, "TotalNumberNVLinks": 18}},
+    }
+    serial = shown_serials(bmc).get(b.slot)
+    if serial is not None:
+        doc["SerialNumber"] = serial
+    return doc
+
+
+def gpu_chassis_doc(bmc: SimBMC, cid: str) -> dict[str, Any]:
+    """Chassis/HGX_GPU_<n>: a GPU's own chassis, holding its PCIe device."""
+    i = int(cid.rsplit("_", 1)[1])
+    b = _gpus(bmc)[i]
+    p = f"{R}/Chassis/{cid}"
+    doc: dict[str, Any] = {
+        "@odata.id": p,
+        "@odata.type": "#Chassis.v1_23_0.Chassis",
+        "Id": cid,
+        "Name": cid,
+        "ChassisType": "Component",
+        "Manufacturer": "NVIDIA",
+        "Model": b.model,
+        "Status": {"State": "Enabled", "Health": "OK", "HealthRollup": "OK"},
+        "PCIeDevices": _ref(f"{p}/PCIeDevices"),
+        "Links": {"ComputerSystems": [_ref(f"{R}/Systems/{HGX_SYSTEM}")], "ManagedBy": [_ref(f"{R}/Managers/{bmc.manager_id}")]},
+    }
+    serial = shown_serials(bmc).get(b.slot)
+    if serial is not None:
+        doc["SerialNumber"] = serial
+    return doc
 
 
 def bios(bmc: SimBMC) -> dict[str, Any]:
@@ -241,13 +410,48 @@ def memory(bmc: SimBMC, dimm: str) -> dict[str, Any] | None:
     }
 
 
+def _video_slots(bmc: SimBMC) -> dict[str, Any]:
+    """iDRAC's GPUs as Processors: Video.Slot.<slot>-1 -> board."""
+    if bmc.flavour.gpu_processors != "idrac":
+        return {}
+    return {f"Video.Slot.{b.slot}-1": b for b in sorted(bmc.spec.boards, key=lambda b: b.slot) if b.kind == "gpu"}
+
+
 def processors(bmc: SimBMC) -> dict[str, Any]:
     p = f"{R}/Systems/{bmc.sys_id}/Processors"
-    return _collection(p, "ProcessorCollection", "Processors Collection", [f"{p}/CPU{i}" for i in (1, 2)])
+    ids = [*bmc.flavour.cpu_ids, *_video_slots(bmc)]
+    return _collection(p, "ProcessorCollection", "Processors Collection", [f"{p}/{i}" for i in ids])
+
+
+def _video_processor(bmc: SimBMC, pid: str, b: Any) -> dict[str, Any]:
+    """An iDRAC 9 GPU Processor (Video.Slot.<slot>-1), linked to its PCIe device."""
+    dev = next(d for d in _pcie_list(bmc) if d["kind"] == b.kind and d["slot"] == b.slot)
+    doc: dict[str, Any] = {
+        "@odata.id": f"{R}/Systems/{bmc.sys_id}/Processors/{pid}",
+        "@odata.type": "#Processor.v1_18_0.Processor",
+        "Id": pid,
+        "Name": pid,
+        "ProcessorType": "GPU",
+        "Manufacturer": "NVIDIA Corporation",
+        "Model": b.model,
+        "FirmwareVersion": dev["firmware"],
+        "Location": {"PartLocation": {"LocationType": "Slot", "LocationOrdinalValue": b.slot, "ServiceLabel": f"Slot {b.slot}"}},
+        "Links": {"PCIeDevice": _ref(f"{R}/Chassis/{dev['chassis']}/PCIeDevices/{dev['id']}")},
+        "Status": {"State": "Enabled", "Health": "OK"},
+        "Oem": {"Dell": {"@odata.type": "#DellOem.v1_3_0.DellOemResources",
+                         "DellVideo": {"@odata.type": "#DellVideo.v1_0_0.DellVideo", "Id": pid, "SlotType": "PCIe",
+                                       "BusNumber": int(b.pci_address.split(":")[1], 16)}}},  # fmt: skip
+    }
+    if dev["serial"] is not None:
+        doc["SerialNumber"] = dev["serial"]
+    return doc
 
 
 def processor(bmc: SimBMC, cpu: str) -> dict[str, Any] | None:
-    if cpu not in ("CPU1", "CPU2"):
+    videos = _video_slots(bmc)
+    if cpu in videos:
+        return _video_processor(bmc, cpu, videos[cpu])
+    if cpu not in bmc.flavour.cpu_ids:
         return None
     return {
         "@odata.id": f"{R}/Systems/{bmc.sys_id}/Processors/{cpu}",
@@ -346,16 +550,29 @@ def chassis(bmc: SimBMC) -> dict[str, Any]:
     return d
 
 
+def _pcie_id(bmc: SimBMC, pci: str, lab_id: str) -> str:
+    """A PCIe device's Id in the flavour's style: the lab's (GPU3) or iDRAC's bus-device in decimal (59-0)."""
+    if bmc.flavour.pcie_ids == "idrac":
+        _, bus, devfn = pci.split(":")
+        return f"{int(bus, 16)}-{int(devfn.split('.')[0], 16)}"
+    return lab_id
+
+
 def _pcie_list(bmc: SimBMC) -> list[dict[str, Any]]:
-    """Every PCIe card: boards then NICs on cards, as plain dicts."""
+    """Every PCIe card: boards then NICs on cards, as plain dicts (``chassis``: the chassis it is under)."""
     out = []
+    serials = shown_serials(bmc)
+    hgx = {b.slot: i for i, b in enumerate(_gpus(bmc))}
     for b in bmc.spec.boards:
+        lab_id = f"{'MNCore' if b.kind == 'mncore2' else 'GPU'}{b.slot}"
+        i = hgx.get(b.slot) if b.kind == "gpu" else None
         out.append(
             {
-                "id": f"{'MNCore' if b.kind == 'mncore2' else 'GPU'}{b.slot}",
+                "id": f"GPU_{i}" if i is not None else _pcie_id(bmc, b.pci_address, lab_id),
+                "chassis": f"HGX_GPU_{i}" if i is not None else bmc.chassis_id,
                 "kind": b.kind,
                 "slot": b.slot,
-                "serial": b.serial,
+                "serial": serials.get(b.slot),
                 "model": b.model,
                 "pci": b.pci_address,
                 "lanes": b.max_lanes,
@@ -365,14 +582,16 @@ def _pcie_list(bmc: SimBMC) -> list[dict[str, Any]]:
         )
     for n in bmc.spec.nics:
         if n.slot is not None:
+            pci = f"0000:{(0x10 + n.slot * 0x10) & 0xFF:02x}:00.0"
             out.append(
                 {
-                    "id": f"NIC{n.slot}",
+                    "id": _pcie_id(bmc, pci, f"NIC{n.slot}"),
+                    "chassis": bmc.chassis_id,
                     "kind": "nic",
                     "slot": n.slot,
                     "serial": f"MT{bmc.spec.serial[-6:]}{n.slot:02d}",
                     "model": n.model,
-                    "pci": f"0000:{(0x10 + n.slot * 0x10) & 0xFF:02x}:00.0",
+                    "pci": pci,
                     "lanes": 16,
                     "gen": "Gen4",
                     "firmware": n.firmware,
@@ -381,27 +600,32 @@ def _pcie_list(bmc: SimBMC) -> list[dict[str, Any]]:
     return out
 
 
-def pcie_devices(bmc: SimBMC) -> dict[str, Any]:
-    p = f"{R}/Chassis/{bmc.chassis_id}/PCIeDevices"
-    return _collection(p, "PCIeDeviceCollection", "PCIe Device Collection", [f"{p}/{d['id']}" for d in _pcie_list(bmc)])
+def pcie_devices(bmc: SimBMC, cid: str) -> dict[str, Any]:
+    p = f"{R}/Chassis/{cid}/PCIeDevices"
+    ids = [f"{p}/{d['id']}" for d in _pcie_list(bmc) if d["chassis"] == cid]
+    return _collection(p, "PCIeDeviceCollection", "PCIe Device Collection", ids)
+
+
+def _fn_id(bmc: SimBMC, dev_id: str) -> str:
+    return f"{dev_id}-0" if bmc.flavour.pcie_ids == "idrac" else "0"  # iDRAC: 59-0-0
 
 
 def _first_board_slot(bmc: SimBMC) -> int | None:
     return bmc.spec.boards[0].slot if bmc.spec.boards else (bmc.spec.nics[0].slot if bmc.spec.nics else None)
 
 
-def pcie_device(bmc: SimBMC, dev_id: str) -> dict[str, Any] | None:
+def pcie_device(bmc: SimBMC, cid: str, dev_id: str) -> dict[str, Any] | None:
     for d in _pcie_list(bmc):
-        if d["id"] != dev_id:
+        if d["id"] != dev_id or d["chassis"] != cid:
             continue
-        p = f"{R}/Chassis/{bmc.chassis_id}/PCIeDevices/{dev_id}"
+        p = f"{R}/Chassis/{cid}/PCIeDevices/{dev_id}"
         vendor = PCI_IDS[d["kind"]][3]
         lanes, gen = d["lanes"], d["gen"]
         fault = bmc.pcie_fault_for(d["slot"], _first_board_slot(bmc))
         if fault:
             lanes = fault["lanes"]
             gen = fault["gen"] or gen
-        return {
+        doc: dict[str, Any] = {
             "@odata.id": p,
             "@odata.type": "#PCIeDevice.v1_11_0.PCIeDevice",
             "Id": dev_id,
@@ -426,27 +650,30 @@ def pcie_device(bmc: SimBMC, dev_id: str) -> dict[str, Any] | None:
             },
             "Status": {"State": "Enabled", "Health": "OK", "HealthRollup": "OK"},
             "PCIeFunctions": _ref(f"{p}/PCIeFunctions"),
-            "Links": {"Chassis": [_ref(f"{R}/Chassis/{bmc.chassis_id}")]},
+            "Links": {"Chassis": [_ref(f"{R}/Chassis/{cid}")]},
             "Oem": {"Lab": {"PciAddress": d["pci"], "Kind": d["kind"]}},
         }
+        if d["serial"] is None:
+            del doc["SerialNumber"]  # as the HGX B200 recording's GPU_SXM_2: no property at all
+        return doc
     return None
 
 
-def pcie_functions(bmc: SimBMC, dev_id: str) -> dict[str, Any] | None:
-    if not any(d["id"] == dev_id for d in _pcie_list(bmc)):
+def pcie_functions(bmc: SimBMC, cid: str, dev_id: str) -> dict[str, Any] | None:
+    if not any(d["id"] == dev_id and d["chassis"] == cid for d in _pcie_list(bmc)):
         return None
-    p = f"{R}/Chassis/{bmc.chassis_id}/PCIeDevices/{dev_id}/PCIeFunctions"
-    return _collection(p, "PCIeFunctionCollection", "PCIe Function Collection", [f"{p}/0"])
+    p = f"{R}/Chassis/{cid}/PCIeDevices/{dev_id}/PCIeFunctions"
+    return _collection(p, "PCIeFunctionCollection", "PCIe Function Collection", [f"{p}/{_fn_id(bmc, dev_id)}"])
 
 
-def pcie_function(bmc: SimBMC, dev_id: str, fn: str) -> dict[str, Any] | None:
+def pcie_function(bmc: SimBMC, cid: str, dev_id: str, fn: str) -> dict[str, Any] | None:
     for d in _pcie_list(bmc):
-        if d["id"] == dev_id and fn == "0":
-            vid, did, cls, _ = PCI_IDS[d["kind"]]
+        if d["id"] == dev_id and d["chassis"] == cid and fn == _fn_id(bmc, dev_id):
+            vid, did, cls, _ = HGX_GPU_PCI_IDS if cid != bmc.chassis_id else PCI_IDS[d["kind"]]
             return {
-                "@odata.id": f"{R}/Chassis/{bmc.chassis_id}/PCIeDevices/{dev_id}/PCIeFunctions/0",
+                "@odata.id": f"{R}/Chassis/{cid}/PCIeDevices/{dev_id}/PCIeFunctions/{fn}",
                 "@odata.type": "#PCIeFunction.v1_5_0.PCIeFunction",
-                "Id": "0",
+                "Id": fn,
                 "Name": f"{d['model']} function 0",
                 "FunctionId": 0,
                 "FunctionType": "Physical",
@@ -455,7 +682,7 @@ def pcie_function(bmc: SimBMC, dev_id: str, fn: str) -> dict[str, Any] | None:
                 "ClassCode": cls,
                 "DeviceClass": {"nic": "NetworkController", "gpu": "DisplayController"}.get(d["kind"], "ProcessingAccelerators"),
                 "Status": {"State": "Enabled", "Health": "OK"},
-                "Links": {"PCIeDevice": _ref(f"{R}/Chassis/{bmc.chassis_id}/PCIeDevices/{dev_id}")},
+                "Links": {"PCIeDevice": _ref(f"{R}/Chassis/{cid}/PCIeDevices/{dev_id}")},
                 "Oem": {"Lab": {"PciAddress": d["pci"]}},
             }
     return None
@@ -475,13 +702,23 @@ def _temps(bmc: SimBMC) -> list[dict[str, Any]]:
         context = "Accelerator" if b.kind == "mncore2" else "GPU"
         base.append((f"{label}{b.slot}", f"{label}{b.slot} Temp", context, 45.0 if on else 25.0, 85.0, 92.0))
     hot = bmc.faults.get("hot_sensor")
+    absent = bmc.sensors_absent()
     out = []
     for i, (sid, name, ctx, r, warn, crit) in enumerate(base):
+        if absent:
+            # A powered-off server's sensors as iLO reports them: Absent, reading 0, thresholds 0, no health.
+            out.append({"id": sid, "name": name, "ctx": ctx, "reading": 0.0, "warn": 0.0, "crit": 0.0, "health": None,
+                        "state": "Absent"})  # fmt: skip
+            continue
         if _is_hot(hot, i, sid, name):
             r = crit + 6.0
-        out.append({"id": sid, "name": name, "ctx": ctx, "reading": r, "warn": warn, "crit": crit,
-                    "health": "Critical" if r >= crit else ("Warning" if r >= warn else "OK")})
+        out.append({"id": sid, "name": name, "ctx": ctx, "reading": r, "warn": warn, "crit": crit, "state": "Enabled",
+                    "health": "Critical" if r >= crit else ("Warning" if r >= warn else "OK")})  # fmt: skip
     return out
+
+
+def _status(state: str, health: str | None) -> dict[str, Any]:
+    return {"State": state, "Health": health} if health is not None else {"State": state}
 
 
 def _is_hot(hot: Any, i: int, sid: str, name: str) -> bool:
@@ -548,7 +785,7 @@ def thermal(bmc: SimBMC) -> dict[str, Any]:
                 "UpperThresholdNonCritical": t["warn"],
                 "UpperThresholdCritical": t["crit"],
                 "PhysicalContext": t["ctx"],
-                "Status": {"State": "Enabled", "Health": t["health"]},
+                "Status": _status(t["state"], t["health"]),
             }
             for i, t in enumerate(_temps(bmc))
         ],
@@ -727,12 +964,12 @@ def _sensor_list(bmc: SimBMC) -> list[dict[str, Any]]:
     out = []
     for t in _temps(bmc):
         out.append({"id": t["id"], "name": t["name"], "reading": t["reading"], "units": "Cel", "type": "Temperature",
-                    "ctx": t["ctx"], "health": t["health"], "crit": t["crit"], "warn": t["warn"]})
+                    "ctx": t["ctx"], "health": t["health"], "crit": t["crit"], "warn": t["warn"], "state": t["state"]})
     for f in _fans(bmc):
         out.append({"id": f["id"], "name": f["name"], "reading": f["reading"], "units": "RPM", "type": "Rotational",
-                    "ctx": "Fan", "health": f["health"], "crit": None, "warn": None})
+                    "ctx": "Fan", "health": f["health"], "crit": None, "warn": None, "state": "Enabled"})
     out.append({"id": "TotalPower", "name": "Total Power", "reading": _watts(bmc), "units": "W", "type": "Power",
-                "ctx": "PowerSupply", "health": "OK", "crit": None, "warn": None})
+                "ctx": "PowerSupply", "health": "OK", "crit": None, "warn": None, "state": "Enabled"})
     return out
 
 
@@ -753,7 +990,7 @@ def sensor(bmc: SimBMC, sid: str) -> dict[str, Any] | None:
                 "ReadingUnits": s["units"],
                 "ReadingType": s["type"],
                 "PhysicalContext": s["ctx"],
-                "Status": {"State": "Enabled", "Health": s["health"]},
+                "Status": _status(s["state"], s["health"]),
             }
             if s["crit"] is not None:
                 d["Thresholds"] = {"UpperCritical": {"Reading": s["crit"]}, "UpperCaution": {"Reading": s["warn"]}}
@@ -781,15 +1018,23 @@ def manager(bmc: SimBMC) -> dict[str, Any]:
         "DateTimeLocalOffset": "+00:00",
         "LastResetTime": iso(bmc.boot_time),
         "Status": {"State": "Enabled", "Health": "OK"},
-        "VirtualMedia": _ref(f"{p}/VirtualMedia"),
+        **({"VirtualMedia": _ref(f"{p}/VirtualMedia")} if f.vm_under == "managers" else {}),
         "LogServices": _ref(f"{p}/LogServices"),
         "EthernetInterfaces": _ref(f"{p}/EthernetInterfaces"),
         "Links": {
-            "ManagerForServers": [_ref(f"{R}/Systems/{bmc.sys_id}")],
-            "ManagerForChassis": [_ref(f"{R}/Chassis/{bmc.chassis_id}")],
+            "ManagerForServers": [_ref(f"{R}/Systems/{s}") for s in system_ids(bmc)],
+            "ManagerForChassis": [_ref(f"{R}/Chassis/{c}") for c in (bmc.chassis_id, *_gpu_chassis(bmc))],
         },
         "Actions": {"#Manager.Reset": {"target": f"{p}/Actions/Manager.Reset", "ResetType@Redfish.AllowableValues": ["GracefulRestart"]}},
+        **({"Oem": {"Hpe": {"@odata.type": "#HpeiLO.v2_9_0.HpeiLO",
+                            "Firmware": {"Current": {"VersionString": f"{f.manager_model} v{bmc.firmware.get('BMC', '')}"}}}}}
+           if f.root_oem == "Hpe" else {}),
     }
+
+
+def system_ids(bmc: SimBMC) -> list[str]:
+    """Every ComputerSystem behind the BMC: the server's, and an hgx tray's GPU baseboard."""
+    return [bmc.sys_id, HGX_SYSTEM] if bmc.flavour.gpu_processors == "hgx" else [bmc.sys_id]
 
 
 def manager_nics(bmc: SimBMC) -> dict[str, Any]:
@@ -798,8 +1043,7 @@ def manager_nics(bmc: SimBMC) -> dict[str, Any]:
 
 
 def manager_nic(bmc: SimBMC) -> dict[str, Any]:
-    n = bmc.index
-    mac = f"02:1b:{(n >> 24) & 255:02x}:{(n >> 16) & 255:02x}:{(n >> 8) & 255:02x}:{n & 255:02x}"
+    mac = _bmc_mac(bmc)
     host = bmc.url.split("//", 1)[-1].rsplit(":", 1)[0]
     return {
         "@odata.id": f"{R}/Managers/{bmc.manager_id}/EthernetInterfaces/eth0",
@@ -815,15 +1059,21 @@ def manager_nic(bmc: SimBMC) -> dict[str, Any]:
     }
 
 
+def _vm_base(bmc: SimBMC) -> str:
+    if bmc.flavour.vm_under == "systems":
+        return f"{R}/Systems/{bmc.sys_id}/VirtualMedia"
+    return f"{R}/Managers/{bmc.manager_id}/VirtualMedia"
+
+
 def virtual_media_collection(bmc: SimBMC) -> dict[str, Any]:
-    p = f"{R}/Managers/{bmc.manager_id}/VirtualMedia"
+    p = _vm_base(bmc)
     return _collection(p, "VirtualMediaCollection", "Virtual Media Services", [f"{p}/{s.id}" for s in bmc.flavour.vm_slots])
 
 
 def virtual_media(bmc: SimBMC, slot: str) -> dict[str, Any] | None:
     for s in bmc.flavour.vm_slots:
         if s.id == slot:
-            p = f"{R}/Managers/{bmc.manager_id}/VirtualMedia/{slot}"
+            p = f"{_vm_base(bmc)}/{slot}"
             m = bmc.media[slot]
             image = m["Image"]
             return {
@@ -970,15 +1220,30 @@ def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
     segs = [s for s in path.split("/") if s][2:]  # drop "redfish", "v1"
     bmc.settle()
     sid, cid, mid = bmc.sys_id, bmc.chassis_id, bmc.manager_id
+    gpu_chassis = set(_gpu_chassis(bmc))
+    chassis_ids = {cid, *gpu_chassis}
+    hgx = bmc.flavour.gpu_processors == "hgx"
+    vm_mgr, vm_sys = bmc.flavour.vm_under == "managers", bmc.flavour.vm_under == "systems"
     doc: dict[str, Any] | None = None
     if method in ("GET", "HEAD"):
         match segs:
             case []:
                 doc = service_root(bmc)
             case ["Systems"]:
-                doc = _collection(f"{R}/Systems", "ComputerSystemCollection", "Computer System Collection", [f"{R}/Systems/{sid}"])
+                doc = _collection(f"{R}/Systems", "ComputerSystemCollection", "Computer System Collection",
+                                  [f"{R}/Systems/{x}" for x in system_ids(bmc)])  # fmt: skip
             case ["Systems", s] if s == sid:
                 doc = system(bmc)
+            case ["Systems", s] if hgx and s == HGX_SYSTEM:
+                doc = hgx_system(bmc)
+            case ["Systems", s, "Processors"] if hgx and s == HGX_SYSTEM:
+                doc = hgx_processors(bmc)
+            case ["Systems", s, "Processors", g] if hgx and s == HGX_SYSTEM:
+                doc = hgx_gpu(bmc, g)
+            case ["Systems", s, "VirtualMedia"] if s == sid and vm_sys:
+                doc = virtual_media_collection(bmc)
+            case ["Systems", s, "VirtualMedia", slot] if s == sid and vm_sys:
+                doc = virtual_media(bmc, slot)
             case ["Systems", s, "Bios"] if s == sid:
                 doc = bios(bmc)
             case ["Systems", s, "Bios", "Settings"] if s == sid:
@@ -1002,17 +1267,20 @@ def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
             case ["Systems", s, "LogServices", n, "Entries"] if s == sid and n in bmc.flavour.system_logs:
                 doc = log_entries(bmc, f"{R}/Systems/{sid}", n, n == bmc.flavour.system_logs[0])
             case ["Chassis"]:
-                doc = _collection(f"{R}/Chassis", "ChassisCollection", "Chassis Collection", [f"{R}/Chassis/{cid}"])
+                doc = _collection(f"{R}/Chassis", "ChassisCollection", "Chassis Collection",
+                                  [f"{R}/Chassis/{c}" for c in (cid, *_gpu_chassis(bmc))])  # fmt: skip
             case ["Chassis", c] if c == cid:
                 doc = chassis(bmc)
-            case ["Chassis", c, "PCIeDevices"] if c == cid:
-                doc = pcie_devices(bmc)
-            case ["Chassis", c, "PCIeDevices", d] if c == cid:
-                doc = pcie_device(bmc, d)
-            case ["Chassis", c, "PCIeDevices", d, "PCIeFunctions"] if c == cid:
-                doc = pcie_functions(bmc, d)
-            case ["Chassis", c, "PCIeDevices", d, "PCIeFunctions", fn] if c == cid:
-                doc = pcie_function(bmc, d, fn)
+            case ["Chassis", c] if c in gpu_chassis:
+                doc = gpu_chassis_doc(bmc, c)
+            case ["Chassis", c, "PCIeDevices"] if c in chassis_ids:
+                doc = pcie_devices(bmc, c)
+            case ["Chassis", c, "PCIeDevices", d] if c in chassis_ids:
+                doc = pcie_device(bmc, c, d)
+            case ["Chassis", c, "PCIeDevices", d, "PCIeFunctions"] if c in chassis_ids:
+                doc = pcie_functions(bmc, c, d)
+            case ["Chassis", c, "PCIeDevices", d, "PCIeFunctions", fn] if c in chassis_ids:
+                doc = pcie_function(bmc, c, d, fn)
             case ["Chassis", c, "Thermal"] if c == cid and bmc.flavour.old_thermal:
                 doc = thermal(bmc)
             case ["Chassis", c, "Power"] if c == cid and bmc.flavour.old_thermal:
@@ -1043,9 +1311,9 @@ def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
                 doc = manager_nics(bmc)
             case ["Managers", m, "EthernetInterfaces", "eth0"] if m == mid:
                 doc = manager_nic(bmc)
-            case ["Managers", m, "VirtualMedia"] if m == mid:
+            case ["Managers", m, "VirtualMedia"] if m == mid and vm_mgr:
                 doc = virtual_media_collection(bmc)
-            case ["Managers", m, "VirtualMedia", slot] if m == mid:
+            case ["Managers", m, "VirtualMedia", slot] if m == mid and vm_mgr:
                 doc = virtual_media(bmc, slot)
             case ["Managers", m, "LogServices"] if m == mid:
                 doc = log_services(bmc, f"{R}/Managers/{mid}", bmc.flavour.manager_logs)
@@ -1143,10 +1411,16 @@ def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
 
                 bmc.bios_pending = {**DEFAULT_BIOS, **bmc.spec.bios_attributes}
                 return 204, None, {}
-            case ["Managers", m, "VirtualMedia", slot, "Actions", "VirtualMedia.InsertMedia"] if m == mid and slot in bmc.media:
+            case ["Managers", m, "VirtualMedia", slot, "Actions", "VirtualMedia.InsertMedia"] if m == mid and vm_mgr and slot in bmc.media:
                 bmc.insert_media(slot, b.get("Image", ""), b.get("Inserted", True), b.get("WriteProtected", True))
                 return 204, None, {}
-            case ["Managers", m, "VirtualMedia", slot, "Actions", "VirtualMedia.EjectMedia"] if m == mid and slot in bmc.media:
+            case ["Managers", m, "VirtualMedia", slot, "Actions", "VirtualMedia.EjectMedia"] if m == mid and vm_mgr and slot in bmc.media:
+                bmc.eject_media(slot)
+                return 204, None, {}
+            case ["Systems", s, "VirtualMedia", slot, "Actions", "VirtualMedia.InsertMedia"] if s == sid and vm_sys and slot in bmc.media:
+                bmc.insert_media(slot, b.get("Image", ""), b.get("Inserted", True), b.get("WriteProtected", True))
+                return 204, None, {}
+            case ["Systems", s, "VirtualMedia", slot, "Actions", "VirtualMedia.EjectMedia"] if s == sid and vm_sys and slot in bmc.media:
                 bmc.eject_media(slot)
                 return 204, None, {}
             case ["Managers", m, "Actions", "Manager.Reset"] if m == mid:

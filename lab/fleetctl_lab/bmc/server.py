@@ -330,6 +330,8 @@ class BMCLab:
         status, doc, hdrs = dispatch(bmc, "GET" if method == "HEAD" else method, path, body)
         if method == "GET" and status == 200 and bmc.flavour.expand and isinstance(doc, dict) and "Members" in doc:
             doc = _expanded(bmc, doc, request.query.get("$expand"))
+        if method == "GET" and status == 200 and faults and isinstance(doc, dict) and "Members" in doc:
+            doc = _paged(bmc, doc, path, request.query.get("$skip"))
         if method == "HEAD":
             return web.Response(status=status, headers=_HDRS)
         return self._json(status, doc, hdrs)
@@ -508,6 +510,44 @@ def run_lab_in_thread(specs: Iterable[LabServerSpec], config: LabConfig | None =
     lab = BMCLab(specs, config)
     with serve_in_thread(lab, name="fleetctl-lab", timeout=timeout) as loop:
         yield ThreadedLab(lab, loop)
+
+
+PAGE = 2  # members per page while a paging fault is set
+
+
+def _pages_here(fault: Any, path: str) -> bool:
+    """Whether a paging fault (True, or a collection's name such as 'Processors') applies to this collection."""
+    if fault is True:
+        return True
+    return isinstance(fault, str) and bool(fault) and path.rstrip("/").rsplit("/", 1)[-1] == fault
+
+
+def _paged(bmc: SimBMC, doc: dict[str, Any], path: str, skip_arg: str | None) -> dict[str, Any]:
+    """The ``nextlink_loop`` and ``nextlink_forever`` faults: a collection served a page at a time.
+
+    Loop: pages of ``PAGE`` members follow ``$skip``, and the last page's ``Members@odata.nextLink``
+    points back to the first page a client followed (``?$skip=PAGE``), so a client that follows
+    links without remembering them never ends. Forever: every page links a new, larger ``$skip``
+    and repeats the members cyclically, as a BMC that ignores ``$skip`` but counts it does.
+    """
+    loop, forever = bmc.faults.get("nextlink_loop"), bmc.faults.get("nextlink_forever")
+    mode = "forever" if _pages_here(forever, path) else "loop" if _pages_here(loop, path) else None
+    if mode is None:
+        return doc
+    try:
+        skip = max(0, int(skip_arg or 0))
+    except ValueError:
+        skip = 0
+    members = list(doc.get("Members") or [])
+    n = len(members)
+    if mode == "forever":
+        page = [members[(skip + i) % n] for i in range(PAGE)] if n else []
+        nxt = skip + PAGE
+    else:
+        page = members[skip : skip + PAGE]
+        nxt = skip + PAGE if skip + PAGE < n else PAGE  # the end links back to the first page followed
+    bmc.counters.faults_served += 1
+    return {**doc, "Members": page, "Members@odata.count": n, "Members@odata.nextLink": f"{path}?$skip={nxt}"}
 
 
 def _expanded(bmc: SimBMC, doc: dict[str, Any], query: str | None) -> dict[str, Any]:

@@ -16,18 +16,22 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Flavour = Literal["generic", "hpe", "openbmc", "ami", "dell"]
+Flavour = Literal["generic", "hpe", "openbmc", "ami", "dell", "ilo6", "idrac9", "nvidia"]
 BoardKind = Literal["mncore2", "gpu"]
 
 # Default resource ids per vendor flavour, as the recorded real BMCs use them
 # (iLO: Systems/1, OpenBMC: Systems/system, AMI MegaRAC: Systems/Self,
-# iDRAC: Systems/System.Embedded.1). ``generic`` follows the DMTF examples.
+# iDRAC: Systems/System.Embedded.1, NVIDIA GPU trays: Systems/System_0 beside
+# Systems/HGX_Baseboard_0). ``generic`` follows the DMTF examples.
 DEFAULT_SYSTEM_ID: dict[str, str] = {
     "generic": "1",
     "hpe": "1",
     "openbmc": "system",
     "ami": "Self",
     "dell": "System.Embedded.1",
+    "ilo6": "1",
+    "idrac9": "System.Embedded.1",
+    "nvidia": "System_0",
 }
 
 
@@ -87,8 +91,8 @@ class LabServerSpec(BaseModel):
     """One simulated server and its BMC.
 
     ``system_id`` empty means the flavour's usual id (``1`` for generic and
-    hpe, ``system`` for openbmc, ``Self`` for ami, ``System.Embedded.1`` for
-    dell). ``username``/``password`` are lab-only credentials; the lab never
+    hpe and ilo6, ``system`` for openbmc, ``Self`` for ami, ``System.Embedded.1``
+    for dell and idrac9, ``System_0`` for nvidia). ``username``/``password`` are lab-only credentials; the lab never
     writes the password to lab.json or its log.
     """
 
@@ -215,10 +219,14 @@ def generate_specs(
                 LabBoard(kind="mncore2", serial=f"MNC2-{i:05d}-{b}", slot=1 + b) for b in range(4)
             ]
             model, manuf, idle, peak = "MN-Server 2", "Preferred Networks", 450.0, 2600.0
+        elif flavour == "nvidia":  # a GB200-like compute tray: 4 GPUs in 2 processor modules
+            boards = [LabBoard(kind="gpu", serial=f"GPU{i:05d}{b:02d}", slot=1 + b, model="NVIDIA GB200") for b in range(4)]
+            model, manuf, idle, peak = "GB200 NVL Compute Tray", "NVIDIA", 1200.0, 5600.0
         else:
             boards = [LabBoard(kind="gpu", serial=f"GPU{i:05d}{b:02d}", slot=1 + b) for b in range(8)]
             model, manuf, idle, peak = "GPU Server 8x", "Lab Systems", 900.0, 6500.0
-        bmc_fw = {"hpe": "2.72", "openbmc": "2.15.0", "ami": "12.61.21", "dell": "7.00.00.171"}.get(flavour, "1.10")
+        bmc_fw = {"hpe": "2.72", "openbmc": "2.15.0", "ami": "12.61.21", "dell": "7.00.00.171", "ilo6": "1.64",
+                  "idrac9": "7.10.70.00", "nvidia": "GB200Nvl-25.06-1"}.get(flavour, "1.10")  # fmt: skip
         specs.append(
             LabServerSpec(
                 name=name,

@@ -59,7 +59,17 @@ FAULTS: dict[str, str] = {
     "clock_skew_s": "seconds added to the Manager DateTime",
     "device_missing": "accelerator device nodes (count; True = 1) absent on the host from its next boot: the last n boards",
     "wrong_cert": "new TLS connections get a freshly generated self-signed certificate (another key), not the pinned one (True)",
+    "nextlink_loop": "collections are served a page at a time and the last page's Members@odata.nextLink points back to "
+                     "an earlier page (True: every collection; a name such as 'Processors': the collections so named)",
+    "nextlink_forever": "collections page forever: every page repeats members and links a new $skip "
+                        "(True: every collection; a name: the collections so named)",
+    "sensors_absent": "while the server is not on, its temperatures read Status.State Absent, reading 0, "
+                      "thresholds 0 (True), as the ilo6 flavour always does",
+    "board_no_serial": "the board in this slot (True: the last board) is shown with no SerialNumber",
 }
+
+# Faults whose value 0 means something (an index or a slot), not "clear".
+_ZERO_IS_A_VALUE = ("psu_failed", "fan_failed", "hot_sensor", "pcie_degraded", "board_no_serial")
 
 BOOT_DEFAULT = "Hdd"
 
@@ -562,7 +572,7 @@ class SimBMC:
         for k, v in faults.items():
             if k == "wrong_cert":
                 self.wrong_cert = None  # set anew: a fresh certificate; cleared: the pinned one again
-            if v is None or v is False or (v == 0 and k not in ("psu_failed", "fan_failed", "hot_sensor", "pcie_degraded")):
+            if v is None or v is False or (v == 0 and k not in _ZERO_IS_A_VALUE):
                 self.faults.pop(k, None)
                 continue
             new = k not in self.faults
@@ -592,6 +602,21 @@ class SimBMC:
         if f.get("slot") != slot:
             return None
         return {"lanes": int(f.get("lanes", 8)), "gen": f.get("gen")}
+
+    def board_without_serial(self) -> int | None:
+        """The slot of the board the ``board_no_serial`` fault hides the serial of (None: no fault)."""
+        f = self.faults.get("board_no_serial")
+        if f is None or not self.spec.boards:
+            return None
+        if f is True:
+            return max(b.slot for b in self.spec.boards)
+        return int(f)
+
+    def sensors_absent(self) -> bool:
+        """True while the temperatures read Absent: the server is not on, and the flavour or a fault says so."""
+        if not (self.flavour.absent_when_off or self.faults.get("sensors_absent")):
+            return False
+        return self.power_state() != "On"
 
     # --- health ---------------------------------------------------------------
 
