@@ -317,6 +317,26 @@ PROFILES: tuple[VendorProfile, ...] = (
             ),
         ),
     ),
+    # NOTE(nvidia): NVIDIA's OpenBMC (bmcweb) on GPU trays (HGX baseboards, GB200/GB300 compute
+    # trays) says Vendor "NVIDIA" and Oem.Nvidia where upstream OpenBMC says "OpenBMC"; without
+    # this entry such a BMC reads as generic until its manager model ("OpenBmc") is fetched.
+    # Two ComputerSystems sit behind it (System_0, HGX_Baseboard_0: LambdaLabs/redfish_exporter
+    # collector/testdata/gb300_happypath); the driver's system stays the first listed, the host.
+    VendorProfile(
+        name="nvidia",
+        root_vendor=("NVIDIA",),
+        root_oem=("Nvidia",),
+        workarounds=(
+            Workaround(
+                "media_patch_fallback",
+                False,
+                "NVIDIA",
+                "HGX / GB200 / GB300 trays (NVIDIA OpenBMC)",
+                "all seen",
+                "bmcweb VirtualMedia takes only the InsertMedia/EjectMedia actions, never PATCH, as upstream OpenBMC",
+            ),
+        ),
+    ),
 )
 
 GENERIC = VendorProfile(name="generic")
