@@ -161,7 +161,13 @@ BoardKind = Literal["mncore2", "mncore", "gpu"]
 
 
 class Board(_Model):
-    """An accelerator board recognised among the PCIe devices."""
+    """An accelerator board recognised among the PCIe devices (or listed as a Processor).
+
+    Its identity is its serial where the BMC reports one, with ``position``
+    where several boards share it (NVIDIA GB200/GB300 report one serial per
+    superchip module, shared by its two GPUs); a board without a serial is
+    known by where it sits: ``slot``, ``location``, ``bmc_id`` or ``pci_address``.
+    """
 
     kind: BoardKind
     serial: str | None = None
@@ -171,6 +177,11 @@ class Board(_Model):
     firmware: dict[str, str] = Field(default_factory=dict)
     pcie_device_id: str | None = None
     health: str | None = None
+    bmc_id: str | None = Field(None, description="the BMC's own id of the board (a Processor's Id), e.g. GPU_SXM_1")
+    location: str | None = Field(None, description="Location.PartLocation.ServiceLabel, the label printed at the slot")
+    position: int | None = Field(
+        None, description="1.. among the boards reporting the same serial (ordered by BMC id); None for a serial of its own"
+    )
 
 
 class SystemFacts(_Model):

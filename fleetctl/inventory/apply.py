@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 
-from fleetctl.inventory.plan import Plan
+from fleetctl.inventory.plan import Plan, board_identity
 from fleetctl.inventory.schema import expand_ports
 from fleetctl.models import (
     AcceleratorBoard,
@@ -60,6 +60,13 @@ def _chunked(conn: Connection, stmt: Any, rows: Iterable[dict[str, Any]], size: 
         conn.execute(stmt, chunk)
 
 
+def _board_is(board_t: Any, key: Any) -> Any:
+    """The row of one board key (serial alone, or serial and position)."""
+    serial, position = board_identity(key)
+    pos = board_t.c.position.is_(None) if position is None else board_t.c.position == position
+    return (board_t.c.serial == serial) & pos
+
+
 def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str | None = None) -> None:
     after, before = plan.after, plan.before
     srv, sw, nic_t, board_t = T[Server], T[Switch], T[Nic], T[AcceleratorBoard]
@@ -73,8 +80,14 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
         ids = [port_ids[k] for k in cable_out if k in port_ids]
         for i in range(0, len(ids), 5000):
             conn.execute(delete(link_t).where(link_t.c.port_id.in_(ids[i : i + 5000])))
+    for key in [c.key for c in plan.of("board", "remove") if not isinstance(c.key, str)]:
+        conn.execute(delete(board_t).where(_board_is(board_t, key)))
     for kind, table, col in (("board", board_t, "serial"), ("server", srv, "name"), ("switch", sw, "name")):
-        keys = [c.key for c in plan.of(kind, "remove")]
+        keys = [c.key for c in plan.of(kind, "remove") if isinstance(c.key, str)]
+        if kind == "board":  # a serial of its own: the row without a position
+            for i in range(0, len(keys), 5000):
+                conn.execute(delete(table).where(table.c.serial.in_(keys[i : i + 5000]), table.c.position.is_(None)))
+            continue
         for i in range(0, len(keys), 5000):
             conn.execute(delete(table).where(table.c[col].in_(keys[i : i + 5000])))
 
@@ -256,20 +269,25 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
     if board_add or board_change:
         server_ids = server_ids or _ids(conn, srv, "name")
 
-        def board_values(serial: str) -> dict[str, Any]:
-            b = after["board"][serial]
+        def board_values(key: Any) -> dict[str, Any]:
+            b = after["board"][key]
+            serial, position = board_identity(key)
             return {
-                "serial": serial, "kind": b["kind"], "server_id": server_ids[b["server"]], "slot": b["slot"],
-                "pci_address": b["pci"], "model": b["model"], "firmware": b["firmware"],
+                "serial": serial, "position": position, "kind": b["kind"], "server_id": server_ids[b["server"]],
+                "slot": b["slot"], "pci_address": b["pci"], "model": b["model"], "firmware": b["firmware"],
             }  # fmt: skip
 
         # Boards that change slot or server are first parked (slot NULL) so
         # that two boards can swap slots without tripping the unique slot.
         parked = [c.key for c in board_change if {"server", "slot"} & set(c.fields)]
-        if parked:
-            conn.execute(update(board_t).where(board_t.c.serial.in_(parked)).values(slot=None))
+        alone = [k for k in parked if isinstance(k, str)]
+        if alone:
+            conn.execute(update(board_t).where(board_t.c.serial.in_(alone), board_t.c.position.is_(None)).values(slot=None))
+        for k in parked:
+            if not isinstance(k, str):
+                conn.execute(update(board_t).where(_board_is(board_t, k)).values(slot=None))
         for c in board_change:
-            conn.execute(update(board_t).where(board_t.c.serial == c.key).values(**board_values(c.key)))
+            conn.execute(update(board_t).where(_board_is(board_t, c.key)).values(**board_values(c.key)))
         if board_add:
             _chunked(conn, insert(board_t), ({**board_values(s), "state": after["board"][s]["state"]} for s in board_add))
 

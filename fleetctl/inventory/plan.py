@@ -17,6 +17,16 @@ from fleetctl.inventory.schema import CableSpec, ModelSpec, ProvisioningSpec, Si
 KINDS = ("bios_profile", "model", "site", "rack", "server", "board", "switch", "cable")
 
 
+def board_key(serial: str, position: int | None) -> str | tuple[str, int]:
+    """A board's key: its serial, or (serial, position) for one of the boards sharing a serial."""
+    return serial if position is None else (serial, position)
+
+
+def board_identity(key: str | tuple[str, int]) -> tuple[str, int | None]:
+    """(serial, position) of a board key."""
+    return (key, None) if isinstance(key, str) else (key[0], key[1])
+
+
 @dataclass
 class Change:
     action: str  # add, change, remove
@@ -105,7 +115,7 @@ def tables(
                     "state": v.state,
                 }  # fmt: skip
                 for b in v.boards:
-                    t["board"][b.serial] = {
+                    t["board"][board_key(b.serial, b.position)] = {
                         "server": v.name, "slot": b.slot, "kind": b.kind or default_kind, "pci": b.pci,
                         "model": b.model, "firmware": dict(b.firmware), "state": b.state,
                     }  # fmt: skip

@@ -156,6 +156,9 @@ class NicSpec(Strict):
 
 class BoardSpec(Strict):
     serial: Annotated[Short, Field(min_length=1)]
+    # Where boards share a serial (NVIDIA GB200/GB300: one per superchip module,
+    # shared by its two GPUs), which of them: 1.. A board is (serial, position).
+    position: Annotated[Int, Field(ge=1, le=63)] | None = None
     slot: Annotated[Int, Field(ge=0, le=63)]
     kind: BoardKind | None = None  # defaults to the model's board kind
     pci: Short | None = None

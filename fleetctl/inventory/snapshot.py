@@ -119,6 +119,7 @@ def read_sites(conn: Connection, names: set[str] | None = None) -> list[SiteSpec
                 boards[r.server_id].append(
                     BoardSpec.model_construct(
                         serial=r.serial,
+                        position=r.position,
                         slot=r.slot,
                         kind=r.kind,
                         pci=r.pci_address,

@@ -263,6 +263,15 @@ def check(desired: Desired) -> list[str]:
         else:
             table[value] = what
 
+    # A serial is a board's own (no position) or shared by several (each with one), never both.
+    board_modes: dict[str, tuple[bool, str]] = {}
+
+    def board_mode(serial: str, shared: bool, what: str, where: tuple[Any, Any]) -> None:
+        first = board_modes.setdefault(serial, (shared, what))
+        if first[0] != shared:
+            problems.add(where, f"board serial {serial!r} is given {'with' if shared else 'without'} a position here and "
+                                f"{'with' if first[0] else 'without'} one by {first[1]}: boards sharing a serial each give theirs")  # fmt: skip
+
     for name, spec in desired.models.items():
         if spec.bios_profile and spec.bios_profile not in desired.bios_profiles:
             where = desired.fixed.get(id(spec))
@@ -308,7 +317,7 @@ def check(desired: Desired) -> list[str]:
                     if isinstance(dev, ServerSpec):  # kind == "server"
                         if model.power:
                             peak += model.power.peak
-                        _check_server(dev, model, o, desired, claim, problems, warnings)
+                        _check_server(dev, model, o, desired, claim, problems, warnings, board_mode)
                         server_nics[dev.name] = {n.name for n in dev.nics}
                     else:
                         if dev.serial:
@@ -325,7 +334,7 @@ def check(desired: Desired) -> list[str]:
     return warnings
 
 
-def _check_server(dev, model, o, desired, claim, problems, warnings) -> None:  # type: ignore[no-untyped-def]
+def _check_server(dev, model, o, desired, claim, problems, warnings, board_mode) -> None:  # type: ignore[no-untyped-def]
     claim("serial", dev.serial, f"server {dev.name}", o.at("serial"), "serial")
     if dev.bmc:
         claim("bmc", (dev.bmc, dev.system_id), f"server {dev.name}", o.at("bmc"), "BMC")
@@ -340,7 +349,13 @@ def _check_server(dev, model, o, desired, claim, problems, warnings) -> None:  #
     slots: set[int] = set()
     for board in dev.boards:
         bo = desired.origin(board)
-        claim("board", board.serial, f"a board in {dev.name}", bo.at("serial"), "board serial")
+        # A board is (serial, position): boards sharing a serial (NVIDIA GB200/GB300
+        # modules) each give their position; a serial of a board's own gives none.
+        if board.position is None:
+            claim("board", board.serial, f"a board in {dev.name}", bo.at("serial"), "board serial")
+        else:
+            claim("board", (board.serial, board.position), f"a board in {dev.name}", bo.at("position"), "board serial and position")
+        board_mode(board.serial, board.position is not None, f"a board in {dev.name}", bo.at("position"))
         if board.slot in slots:
             problems.add(bo.at("slot"), f"{dev.name} has two boards in slot {board.slot}")
         slots.add(board.slot)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, Column, UniqueConstraint
+from sqlalchemy import JSON, CheckConstraint, Column, Index, UniqueConstraint, text
 from sqlmodel import Field
 
 from fleetctl.models.base import TableModel, tz_column, utcnow
@@ -64,12 +64,28 @@ class Nic(TableModel, table=True):
 
 
 class AcceleratorBoard(TableModel, table=True):
+    """A board: its identity is its serial, with ``position`` where boards share one.
+
+    NVIDIA GB200/GB300 report one serial per superchip module, shared by its
+    two GPUs: those boards are (serial, 1) and (serial, 2). A serial of a
+    board's own has no position, and is unique alone (the partial index: in
+    SQL two NULL positions would not collide).
+    """
+
     __tablename__ = "accelerator_board"
-    __table_args__ = (UniqueConstraint("server_id", "slot", name="uq_board_server_slot"),)
+    __table_args__ = (
+        UniqueConstraint("server_id", "slot", name="uq_board_server_slot"),
+        UniqueConstraint("serial", "position", name="uq_board_serial_position"),
+        Index("uq_board_serial_alone", "serial", unique=True, sqlite_where=text("position IS NULL"),
+              postgresql_where=text("position IS NULL")),  # fmt: skip
+        CheckConstraint("position >= 1", name="ck_board_position"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     kind: str = Field(index=True)  # mncore2, mncore, gpu
-    serial: str = Field(unique=True)
+    serial: str
+    # 1.. among the boards sharing ``serial``; None for a serial of the board's own.
+    position: int | None = None
     server_id: int | None = Field(default=None, foreign_key="server.id", ondelete="CASCADE", index=True)
     slot: int | None = None
     pci_address: str | None = None

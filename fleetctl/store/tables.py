@@ -39,6 +39,7 @@ accelerator_board = table(
     column("id", Integer()),
     column("kind", String()),
     column("serial", String()),
+    column("position", Integer()),
     column("server_id", Integer()),
     column("slot", Integer()),
     column("pci_address", String()),

@@ -43,6 +43,7 @@ class BoardExpect:
     slot: int | None
     kind: str
     serial: str
+    position: int | None = None  # 1.. among boards sharing a serial (NVIDIA GB200/GB300 modules)
 
 
 @dataclass
@@ -123,9 +124,9 @@ def server_expectations(conn: Any, names: list[str], cursors: dict[str, dict[str
         out[r.name] = by_id[r.id] = e
         model_of[r.id] = r.model_id
     for b in conn.execute(select(T.accelerator_board.c.server_id, T.accelerator_board.c.slot, T.accelerator_board.c.kind,
-                                 T.accelerator_board.c.serial)):  # fmt: skip
+                                 T.accelerator_board.c.serial, T.accelerator_board.c.position)):  # fmt: skip
         if b.server_id in by_id:
-            by_id[b.server_id].boards.append(BoardExpect(b.slot, b.kind, b.serial))
+            by_id[b.server_id].boards.append(BoardExpect(b.slot, b.kind, b.serial, b.position))
     baselines: dict[int, dict[str, str]] = {}
     for fb in conn.execute(select(T.firmware_baseline.c.model_id, T.firmware_baseline.c.component, T.firmware_baseline.c.version)):
         baselines.setdefault(fb.model_id, {})[fb.component] = fb.version

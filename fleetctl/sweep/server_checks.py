@@ -209,16 +209,62 @@ def _board_label(b: Any) -> str:
     return f"slot {b.slot}" if b.slot is not None else (b.serial or b.pci_address or "board")
 
 
-@check("accel.present", kind="server", severity=C, reads=("Chassis PCIeDevices/PCIeFunctions",), cost="1 + 2 per device")
+def _norm(serial: str | None) -> str:
+    return (serial or "").strip().upper()
+
+
+def match_boards(r: ServerReading, e: ServerExpect) -> tuple[list[Any], dict[int, Any]]:
+    """The inventory's boards the BMC does not show, and {index of a BMC board: the inventory board it is}.
+
+    A board is found by its serial (and its position among boards sharing
+    one: NVIDIA GB200/GB300 modules); a board recorded without a serial (the
+    placeholder ``server inspect`` gives it) by its slot, as inspection
+    recorded it, among the BMC's boards that report none.
+    """
+    from fleetctl.workflows.inspect import board_slot, is_placeholder_board_serial
+
+    bmc = list(r.facts.boards) if r.facts else []
+    free = set(range(len(bmc)))
+    matched: dict[int, Any] = {}
+    missing = []
+    for d in e.boards:
+        if is_placeholder_board_serial(e.name, d.serial):
+            cands = [i for i in sorted(free) if not _norm(bmc[i].serial) and board_slot(bmc[i], i) == d.slot]
+        else:
+            cands = [i for i in sorted(free) if _norm(bmc[i].serial) == _norm(d.serial)
+                     and (d.position is None or bmc[i].position in (None, d.position))]  # fmt: skip
+            # the board of the same position first, where the BMC numbered them
+            cands.sort(key=lambda i: bmc[i].position != d.position)
+        if cands:
+            free.discard(cands[0])
+            matched[cands[0]] = d
+        else:
+            missing.append(d)
+    return missing, matched
+
+
+@check("accel.present", kind="server", severity=C, reads=("Chassis PCIeDevices/PCIeFunctions", "Systems Processors"),
+       cost="1 + 2 per device")  # fmt: skip
 def accel_present(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
-    """Every accelerator board of the inventory is seen by the BMC."""
+    """Every accelerator board of the inventory is seen by the BMC.
+
+    Boards are matched by serial (and position, where boards share a serial),
+    a board without a serial by its slot: a board the BMC reports without a
+    serial is no finding (the metrics count it: ``boards_no_serial``).
+    """
     if r.facts is None or not (e.boards or e.board_count):
         return
-    seen = {(b.serial or "").strip() for b in r.facts.boards if b.serial}
-    missing = [b for b in e.boards if b.serial not in seen]
+    from fleetctl.workflows.inspect import is_placeholder_board_serial
+
+    missing, _ = match_boards(r, e)
     for b in missing:
-        yield problem(C, f"board {b.serial} ({b.kind}, slot {b.slot}) not seen by the BMC", f"slot {b.slot}",
-                      serial=b.serial, kind=b.kind)  # fmt: skip
+        if is_placeholder_board_serial(e.name, b.serial):
+            yield problem(C, f"board in slot {b.slot} ({b.kind}, recorded without a serial) not seen by the BMC", f"slot {b.slot}",
+                          serial=None, kind=b.kind)  # fmt: skip
+            continue
+        label = b.serial if b.position is None else f"{b.serial} #{b.position}"
+        yield problem(C, f"board {label} ({b.kind}, slot {b.slot}) not seen by the BMC", f"slot {b.slot}",
+                      serial=b.serial, position=b.position, kind=b.kind)  # fmt: skip
     if not e.boards and e.board_count and len(r.facts.boards) < e.board_count:
         yield problem(C, f"{len(r.facts.boards)} of {e.board_count} {e.board_kind} boards seen", "count",
                       seen=len(r.facts.boards), expected=e.board_count)  # fmt: skip
@@ -249,7 +295,7 @@ def accel_health(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
         return
     for b in r.facts.boards:
         if (s := _health(b.health)) is not None:
-            yield problem(s, f"board {b.serial or ''} health {b.health}", _board_label(b), serial=b.serial, health=b.health)
+            yield problem(s, f"board {b.serial or _board_label(b)} health {b.health}", _board_label(b), serial=b.serial, health=b.health)
 
 
 # ----------------------------------------------------------------- inventory
@@ -308,4 +354,7 @@ def metrics(r: ServerReading) -> dict[str, Any]:
         out["firmware"] = {c.id: c.version for c in r.firmware}
     if r.facts is not None:
         out["boards"] = len(r.facts.boards)
+        # boards the BMC reports without a serial: known by their slot, said here rather than as a finding
+        if no_serial := sum(1 for b in r.facts.boards if not _norm(b.serial)):
+            out["boards_no_serial"] = no_serial
     return out

@@ -37,6 +37,8 @@ class Reconciled:
     # For a server enrolled without a model: the declared model it was matched to, or the new one proposed.
     model: str | None = None
     new_model: dict[str, Any] | None = None
+    # What is so and is no drift: a board the BMC reports without a serial, known by its slot.
+    notes: list[str] = field(default_factory=list)
 
 
 # Words a BMC's Manufacturer carries that a site file's vendor may leave out
@@ -116,6 +118,33 @@ def _slot(value: Any, fallback: int) -> int:
         return fallback
 
 
+def board_slot(board: Any, index: int) -> int:
+    """The slot a BMC's board is recorded in: its slot number, else its place in the BMC's list."""
+    return _slot(board.slot, index)
+
+
+def placeholder_board_serial(server: str, n: int) -> str:
+    """What a board the BMC reports without a serial is recorded as (a board's serial is its key in the site files)."""
+    return f"UNKNOWN-{server}-{n}"
+
+
+def is_placeholder_board_serial(server: str, serial: str | None) -> bool:
+    """Whether a recorded board serial is the placeholder of a board its BMC reports without one."""
+    prefix = f"UNKNOWN-{server}-"
+    return bool(serial and serial.startswith(prefix) and serial[len(prefix) :].isdigit())
+
+
+def board_where(board: Any) -> str:
+    """Where a BMC's board sits, in the BMC's words, for a message."""
+    return board.location or board.bmc_id or board.pci_address or board.pcie_device_id or ""
+
+
+def _board_label(serial: str, position: int | None, slot: int | None, server: str) -> str:
+    if is_placeholder_board_serial(server, serial):
+        return f"in slot {slot} (no serial reported)"
+    return serial if position is None else f"{serial} #{position}"
+
+
 def compare(declared: Any, model: Any, facts: Any, models: list[Any] | None = None) -> tuple[Reconciled, dict[str, Any]]:
     """Drift between a declared ServerSpec and the BMC's SystemFacts, and the edits to make.
 
@@ -163,26 +192,47 @@ def compare(declared: Any, model: Any, facts: Any, models: list[Any] | None = No
         r.boards_expected = model.boards.count
         if len(found) != model.boards.count:
             r.drift.append(f"model {model.name} holds {model.boards.count} {model.boards.kind} boards, the BMC shows {len(found)}")
+    # A board is known by (serial, position); one the BMC reports without a
+    # serial by its slot: it keeps the placeholder recorded for that slot, so a
+    # second inspection, and the sweep, find the same board (issue 20).
+    placeholders = {b.slot: b.serial for b in declared.boards if is_placeholder_board_serial(declared.name, b.serial)}
     # Standard Redfish carries no PCI address; keep the declared one of the
     # same board rather than erase it.
-    declared_pci = {b.serial: b.pci for b in declared.boards}
-    found_specs = [
-        {"serial": b.serial or f"UNKNOWN-{declared.name}-{i}", "slot": _slot(b.slot, i), "kind": b.kind,
-         "pci": b.pci_address or declared_pci.get(b.serial or ""), "model": b.model, "firmware": dict(b.firmware)}  # fmt: skip
-        for i, b in enumerate(found)
-    ]
-    declared_serials = {b.serial for b in declared.boards}
-    found_serials = {b["serial"] for b in found_specs}
+    declared_pci = {(b.serial, b.position): b.pci for b in declared.boards}
+    taken = {b.serial for b in found if b.serial}
+    taken |= {b.serial for b in declared.boards if not is_placeholder_board_serial(declared.name, b.serial)}
+    found_specs: list[dict[str, Any]] = []
+    no_serial: list[str] = []
+    for i, b in enumerate(found):
+        slot = board_slot(b, i)
+        serial = (b.serial or "").strip()
+        if not serial:
+            serial = placeholders.get(slot) or ""
+            n = i
+            while not serial or serial in taken:
+                serial, n = placeholder_board_serial(declared.name, n), n + 1
+            where = board_where(b)
+            no_serial.append(f"board in slot {slot}{f' ({where})' if where else ''}: no serial reported")
+        taken.add(serial)
+        found_specs.append({"serial": serial, "position": b.position, "slot": slot, "kind": b.kind,
+                            "pci": b.pci_address or declared_pci.get((serial, b.position)), "model": b.model,
+                            "firmware": dict(b.firmware)})  # fmt: skip
+    r.notes.extend(no_serial)
+    declared_keys = {(b.serial, b.position): b.slot for b in declared.boards}
+    found_keys = {(b["serial"], b["position"]): b["slot"] for b in found_specs}
     if declared.boards:
-        for s in sorted(declared_serials - found_serials):
-            r.drift.append(f"board {s}: declared, not seen by the BMC")
-        for s in sorted(found_serials - declared_serials):
-            r.drift.append(f"board {s}: seen by the BMC, not declared")
-        if declared_serials != found_serials:
+        for (s, p), slot in sorted(declared_keys.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+            if (s, p) not in found_keys:
+                r.drift.append(f"board {_board_label(s, p, slot, declared.name)}: declared, not seen by the BMC")
+        for (s, p), slot in sorted(found_keys.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+            if (s, p) not in declared_keys:
+                r.drift.append(f"board {_board_label(s, p, slot, declared.name)}: seen by the BMC, not declared")
+        if set(declared_keys) != set(found_keys):
             edits["boards"] = found_specs
     elif found_specs:
         edits["boards"] = found_specs
-        r.filled.append(f"{len(found_specs)} boards")
+        r.filled.append(f"{len(found_specs)} boards" + (f" ({len(no_serial)} without a serial reported: recorded by slot)"
+                                                        if no_serial else ""))  # fmt: skip
 
     seen = {n.mac.lower(): n.name for n in facts.nics if n.mac}
     by_name = {n.name: n.mac.lower() for n in facts.nics if n.mac}

@@ -371,7 +371,8 @@ def parse_processor_board(proc: dict, rules: Sequence[BoardRule]) -> ProcessorBo
             who = " ".join(x for x in (view.manufacturer, label) if x) or "no manufacturer or model"
             warning = f"{uri}: Accelerator of unknown kind ({who}) counted as gpu"
     health, _ = _health(proc.get("Status"))
-    slot = _s(_dict(_dict(proc.get("Location")).get("PartLocation")).get("LocationOrdinalValue"))
+    part = _dict(_dict(proc.get("Location")).get("PartLocation"))
+    slot = _s(part.get("LocationOrdinalValue"))
     if slot is None and "slot" in str(proc.get("Socket", "")).lower():
         slot = slot_of(proc.get("Socket"))
     pcie_ref = _dict(proc.get("Links")).get("PCIeDevice")
@@ -387,6 +388,8 @@ def parse_processor_board(proc: dict, rules: Sequence[BoardRule]) -> ProcessorBo
         firmware={"board": firmware} if firmware else {},
         pcie_device_id=pcie_link,
         health=health,
+        bmc_id=_s(proc.get("Id")) or _last_segment(_s(proc.get("@odata.id"))),
+        location=_s(part.get("ServiceLabel")),
     )
     return ProcessorBoard(board=board, uri=uri, pcie_link=pcie_link, warning=warning)
 
@@ -430,6 +433,8 @@ def merge_processor_boards(
                 "model": b.model or p.model,
                 "firmware": {**p.firmware, **b.firmware},
                 "health": b.health or p.health,
+                "bmc_id": b.bmc_id or p.bmc_id,
+                "location": b.location or p.location,
             }
         )
     for pb in extra:
@@ -439,7 +444,36 @@ def merge_processor_boards(
                 f"{pb.uri}: {pb.board.kind} board (serial {pb.board.serial or 'unknown'}) matches no PCIe device "
                 f"by serial or link; kept as its own board, it may be one of {len(loose)} unmatched PCIe board(s)"
             )
-    return merged + [pb.board for pb in extra], warnings
+    return number_shared_serials(merged + [pb.board for pb in extra]), warnings
+
+
+def _natural(text: str | None) -> tuple[Any, ...]:
+    """``GPU_10`` after ``GPU_2``: digits compare as numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", (text or "").casefold()) if p)
+
+
+def number_shared_serials(boards: Sequence[Board]) -> list[Board]:
+    """The boards, those reporting one serial between them numbered 1.. in ``position``.
+
+    NOTE(issue 20): NVIDIA GB200/GB300 compute trays report one serial per
+    superchip module, shared by its two GPUs (NVIDIA k8s-test-infra #727, from
+    real nvidia-smi captures); the BMC lists both GPUs as Processors with that
+    serial. Their order is the BMC's own ids (GPU_0 before GPU_1), else the
+    slot, else the PCIe device, so a board keeps its position from sweep to sweep.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, b in enumerate(boards):
+        if (serial := _norm_serial(b.serial)) is not None:
+            groups.setdefault(serial, []).append(i)
+    out = list(boards)
+    for idx in groups.values():
+        if len(idx) < 2:
+            continue
+        ordered = sorted(idx, key=lambda i: (_natural(out[i].bmc_id), _natural(out[i].slot), _natural(out[i].pcie_device_id),
+                                             _natural(out[i].pci_address), i))  # fmt: skip
+        for n, i in enumerate(ordered, start=1):
+            out[i] = out[i].model_copy(update={"position": n})
+    return out
 
 
 # ----------------------------------------------------------------- firmware
