@@ -49,7 +49,27 @@ FLAVOUR_BY_VENDOR = {
     "supermicro": "ami",
     "gigabyte": "ami",
     "preferred networks": "openbmc",
+    "nvidia": "nvidia",
+    "nvidia corporation": "nvidia",
 }
+
+# Newer BMC generations of a vendor, by the hardware model's name (tried before the vendor alone):
+# HPE ProLiant Gen11/Gen12 run iLO 6/7, Dell PowerEdge 16G (R660/R760, XE8640/XE9640/XE9680) iDRAC 9 7.x.
+FLAVOUR_BY_MODEL: tuple[tuple[str, str, str], ...] = (
+    ("hpe", r"\bGen1[12]\b", "ilo6"),
+    ("hewlett packard enterprise", r"\bGen1[12]\b", "ilo6"),
+    ("dell", r"\b(R[67]60\w*|XE(8640|9640|9680)\w*)\b", "idrac9"),
+    ("dell inc.", r"\b(R[67]60\w*|XE(8640|9640|9680)\w*)\b", "idrac9"),
+)
+
+
+def flavour_for(vendor: str | None, model: str | None) -> str:
+    """The lab flavour a server of this hardware vendor and model speaks ("generic" when unknown)."""
+    v = (vendor or "").strip().lower()
+    for vendor_name, model_re, flavour in FLAVOUR_BY_MODEL:
+        if v == vendor_name and model and re.search(model_re, model):
+            return flavour
+    return FLAVOUR_BY_VENDOR.get(v, "generic")
 
 
 def lab_dir() -> Path:
@@ -106,7 +126,7 @@ def specs_from_inventory(conn: Any, password: str, names: set[str] | None = None
                 nics=nics.get(r.id, []), boards=sorted(boards.get(r.id, []), key=lambda b: b.slot),
                 firmware={k: v for k, v in fw.items() if k in ("BMC", "BIOS")} or {"BMC": "1.0.0", "BIOS": "1.0"},
                 power_watts_idle=r.power_idle_w, power_watts_peak=r.power_peak_w,
-                flavour=FLAVOUR_BY_VENDOR.get((r.vendor or "").lower(), "generic"),
+                flavour=flavour_for(r.vendor, r.product),
             )  # fmt: skip
         )
     return specs

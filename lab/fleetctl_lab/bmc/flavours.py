@@ -227,14 +227,17 @@ FLAVOURS: dict[str, Flavour] = {
     # place in it (ServiceLabel "GPU_0"/"GPU_1"). As recorded in LambdaLabs/redfish_exporter,
     # collector/testdata/gb300_happypath (Systems/HGX_Baseboard_0/Processors/GPU_1, GPU_2) and
     # gpu_info_unknown_multi (an HGX B200 whose GPU_SXM_2 has no SerialNumber at all: the lab's
-    # ``board_no_serial`` fault). GB200/GB300 report one serial per processor module, shared by
-    # its two GPUs (issue 20): the lab shows the module's first GPU's serial on both. Assumptions
-    # of the lab: System_0 links the HGX_GPU chassis besides its own (so a client that reads only
-    # System_0 sees the GPUs' PCIe devices), chassis Chassis_0 and manager BMC_0, and only the
-    # new ThermalSubsystem/PowerSubsystem/Sensors (bmcweb builds without the deprecated schemas).
+    # ``board_no_serial`` fault). In that GB300 recording System_0 links chassis BMC_0 and manager
+    # BMC_0, and its Processors collection lists CPU_0, CPU_1 and the GPUs by their
+    # HGX_Baseboard_0 URIs: the lab does the same, so a client reading System_0 alone meets the
+    # GPUs there. GB200/GB300 report one serial per processor module, shared by its two GPUs
+    # (issue 20): the lab shows the module's first GPU's serial on both. The recorded tray is
+    # Supermicro-branded (ServiceRoot Vendor "Supermicro", Product "GB NVL"); the lab says
+    # "NVIDIA" with Oem.Nvidia, as NVIDIA's own builds do. Assumed, not recorded: only the new
+    # ThermalSubsystem/PowerSubsystem/Sensors (bmcweb builds without the deprecated schemas).
     "nvidia": Flavour(
         name="nvidia",
-        chassis_id="Chassis_0",
+        chassis_id="BMC_0",
         manager_id="BMC_0",
         manager_model="OpenBmc",
         vm_slots=(

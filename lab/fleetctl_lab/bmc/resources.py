@@ -172,8 +172,7 @@ def system(bmc: SimBMC) -> dict[str, Any]:
         "EthernetInterfaces": _ref(f"{p}/EthernetInterfaces"),
         "LogServices": _ref(f"{p}/LogServices"),
         "Links": {
-            # An hgx tray's host links the GPUs' chassis too (an assumption of the lab, see flavours.py).
-            "Chassis": [_ref(f"{R}/Chassis/{c}") for c in (bmc.chassis_id, *_gpu_chassis(bmc))],
+            "Chassis": [_ref(f"{R}/Chassis/{bmc.chassis_id}")],
             "ManagedBy": [_ref(f"{R}/Managers/{bmc.manager_id}")],
         },
         "Actions": {
@@ -420,7 +419,10 @@ def _video_slots(bmc: SimBMC) -> dict[str, Any]:
 def processors(bmc: SimBMC) -> dict[str, Any]:
     p = f"{R}/Systems/{bmc.sys_id}/Processors"
     ids = [*bmc.flavour.cpu_ids, *_video_slots(bmc)]
-    return _collection(p, "ProcessorCollection", "Processors Collection", [f"{p}/{i}" for i in ids])
+    # An hgx tray's host lists the baseboard's GPUs among its Processors, by their HGX_Baseboard_0
+    # URIs (the GB300 recording's Systems/System_0/Processors, flavours.py).
+    gpus = [f"{R}/Systems/{HGX_SYSTEM}/Processors/GPU_{i}" for i in range(len(_gpus(bmc)))]
+    return _collection(p, "ProcessorCollection", "Processors Collection", [f"{p}/{i}" for i in ids] + gpus)
 
 
 def _video_processor(bmc: SimBMC, pid: str, b: Any) -> dict[str, Any]:
