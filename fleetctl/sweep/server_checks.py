@@ -226,15 +226,19 @@ def match_boards(r: ServerReading, e: ServerExpect) -> tuple[list[Any], dict[int
     bmc = list(r.facts.boards) if r.facts else []
     free = set(range(len(bmc)))
     matched: dict[int, Any] = {}
-    missing = []
-    for d in e.boards:
-        if is_placeholder_board_serial(e.name, d.serial):
-            cands = [i for i in sorted(free) if not _norm(bmc[i].serial) and board_slot(bmc[i], i) == d.slot]
+    rest = []
+    for d in e.boards:  # first by serial, the board of the same position first where the BMC numbered them
+        cands = [] if is_placeholder_board_serial(e.name, d.serial) else sorted(
+            (i for i in free if _norm(bmc[i].serial) == _norm(d.serial) and (d.position is None or bmc[i].position in (None, d.position))),
+            key=lambda i: (bmc[i].position != d.position, i))  # fmt: skip
+        if cands:
+            free.discard(cands[0])
+            matched[cands[0]] = d
         else:
-            cands = [i for i in sorted(free) if _norm(bmc[i].serial) == _norm(d.serial)
-                     and (d.position is None or bmc[i].position in (None, d.position))]  # fmt: skip
-            # the board of the same position first, where the BMC numbered them
-            cands.sort(key=lambda i: bmc[i].position != d.position)
+            rest.append(d)
+    missing = []
+    for d in rest:  # then by slot, among the boards reporting no serial (the BMC may stop reporting one it did)
+        cands = [i for i in sorted(free) if not _norm(bmc[i].serial) and board_slot(bmc[i], i) == d.slot]
         if cands:
             free.discard(cands[0])
             matched[cands[0]] = d

@@ -195,27 +195,43 @@ def compare(declared: Any, model: Any, facts: Any, models: list[Any] | None = No
     # A board is known by (serial, position); one the BMC reports without a
     # serial by its slot: it keeps the placeholder recorded for that slot, so a
     # second inspection, and the sweep, find the same board (issue 20).
-    placeholders = {b.slot: b.serial for b in declared.boards if is_placeholder_board_serial(declared.name, b.serial)}
+    declared_at = {b.slot: b for b in declared.boards}
     # Standard Redfish carries no PCI address; keep the declared one of the
     # same board rather than erase it.
     declared_pci = {(b.serial, b.position): b.pci for b in declared.boards}
-    taken = {b.serial for b in found if b.serial}
-    taken |= {b.serial for b in declared.boards if not is_placeholder_board_serial(declared.name, b.serial)}
+    keys: list[tuple[str, int | None] | None] = []
+    for i, b in enumerate(found):
+        serial, position = (b.serial or "").strip(), b.position
+        if serial and position is None:
+            # One board of a module left reporting the module's serial (its twin stopped): it
+            # keeps the position it was recorded with, the one in its slot first.
+            recorded = sorted((d for d in declared.boards if d.serial == serial and d.position is not None),
+                              key=lambda d: d.slot != board_slot(b, i))  # fmt: skip
+            position = recorded[0].position if recorded else None
+        keys.append((serial, position) if serial else None)
+    reported = {k for k in keys if k is not None}
+    serials = {b.serial for b in declared.boards} | {k[0] for k in reported}
     found_specs: list[dict[str, Any]] = []
     no_serial: list[str] = []
     for i, b in enumerate(found):
         slot = board_slot(b, i)
-        serial = (b.serial or "").strip()
-        if not serial:
-            serial = placeholders.get(slot) or ""
-            n = i
-            while not serial or serial in taken:
-                serial, n = placeholder_board_serial(declared.name, n), n + 1
+        key = keys[i]
+        if key is None:
+            # the board recorded in this slot, unless the BMC reports that one elsewhere by its serial
+            d = declared_at.get(slot)
+            if d is not None and (d.serial, d.position) not in reported:
+                key = (d.serial, d.position)
+            else:
+                n = i
+                while placeholder_board_serial(declared.name, n) in serials:
+                    n += 1
+                key = (placeholder_board_serial(declared.name, n), None)
             where = board_where(b)
             no_serial.append(f"board in slot {slot}{f' ({where})' if where else ''}: no serial reported")
-        taken.add(serial)
-        found_specs.append({"serial": serial, "position": b.position, "slot": slot, "kind": b.kind,
-                            "pci": b.pci_address or declared_pci.get((serial, b.position)), "model": b.model,
+        reported.add(key)
+        serials.add(key[0])
+        found_specs.append({"serial": key[0], "position": key[1], "slot": slot, "kind": b.kind,
+                            "pci": b.pci_address or declared_pci.get(key), "model": b.model,
                             "firmware": dict(b.firmware)})  # fmt: skip
     r.notes.extend(no_serial)
     declared_keys = {(b.serial, b.position): b.slot for b in declared.boards}
