@@ -5,7 +5,8 @@ hands out (``load_driver("bmc", "redfish")``) and its per-BMC capabilities
 (``bmc.power``, ``bmc.inventory`` ...):
 
 - the lab's simulated BMCs, one per vendor flavour (``fleetctl_lab.bmc``,
-  in-process, TLS with pinned certificates), and one served by the lab daemon
+  in-process, TLS with pinned certificates: iLO 5 and iLO 6/7, iDRAC 9, AMI,
+  OpenBMC, an NVIDIA GPU tray with two systems, DMTF), and one served by the lab daemon
   (a process of its own, reached through its lab.json);
 - sushy-tools (OpenStack's Redfish emulator, fake driver);
 - every recorded real BMC in ``shared/redfish-mockups`` (served read-only).
@@ -369,6 +370,16 @@ def test_every_recorded_bmc_has_a_row() -> None:
     recorded = {p.name for p in base.iterdir() if (p / "index.json").is_file()}
     in_table = {p.folder for p in PEERS.values() if p.kind == "mockup"}
     assert recorded == in_table, "add a row to PEERS for each recording (and drop rows of removed ones)"
+
+
+def test_every_lab_flavour_has_a_row() -> None:
+    """A flavour added to the lab (fleetctl_lab.bmc.flavours) runs the contract too (iLO 6/7, iDRAC 9, the NVIDIA tray...)."""
+    try:
+        from fleetctl_lab.bmc.flavours import FLAVOURS
+    except ImportError as e:
+        pytest.skip(f"fleetctl_lab.bmc not available: {e}")
+    assert set(LAB_FLAVOURS) == set(FLAVOURS), "add the flavour to LAB_FLAVOURS (tests/contract/peers.py)"
+    assert {p.flavour for p in PEERS.values() if p.kind == "lab"} == set(FLAVOURS)
 
 
 @pytest.mark.parametrize("name", list(PEERS))
