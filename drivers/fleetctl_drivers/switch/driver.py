@@ -48,6 +48,54 @@ class SessionDropped(SwitchError):
     """The SSH session to a switch died while a command was in flight."""
 
 
+class OutputTooLarge(SwitchError):
+    """A command printed more than the platform's ``max_output_bytes``: reading stopped there."""
+
+
+class _ReadBound(Exception):
+    """Raised inside netmiko's read loop to stop it; :meth:`NetmikoSwitch.run` turns it into OutputTooLarge."""
+
+
+# The most one read takes from the SSH channel before handing back to netmiko's loop
+# (which then checks the bound again): what paramiko already holds is at most its window.
+_READ_CHUNK = 256 * 1024
+
+
+class _BoundedReader:
+    """A per-command byte budget on a netmiko connection's channel reads.
+
+    netmiko's ``send_command`` keeps every character until it sees the prompt
+    or ``read_timeout`` passes, and ``SSHChannel.read_channel`` reads for as
+    long as data is waiting: a switch that prints without end (a runaway
+    debug, a looping CLI) grows both without bound for the whole timeout.
+    Every netmiko read goes through ``conn.channel.read_channel``, so this
+    replaces it on the one connection: one read takes at most ``_READ_CHUNK``,
+    and past ``limit`` characters since :meth:`start` it raises, which ends
+    netmiko's loop. What is still unread stays in paramiko's buffer, bounded
+    by the SSH window.
+    """
+
+    def __init__(self, channel: Any, limit: int) -> None:
+        self.channel, self.limit, self.read = channel, limit, 0
+
+    def start(self) -> None:
+        self.read = 0
+
+    def read_channel(self) -> str:
+        parts: list[str] = []
+        got = 0
+        while got < _READ_CHUNK:
+            data = self.channel.read_buffer()
+            if not data:
+                break
+            parts.append(data)
+            got += len(data)
+        self.read += got
+        if self.read > self.limit:
+            raise _ReadBound(self.read)
+        return "".join(parts)
+
+
 # Characters that would end a CLI line or a shell word early in a description.
 _BAD_DESCRIPTION = re.compile(r"[\r\n\"'`$\\;|&<>]")
 
@@ -79,6 +127,7 @@ class NetmikoSwitch(Switch):
         )
         self._connect = connect
         self._conn: Any = None
+        self._reader: _BoundedReader | None = None
         self._prefix = self.platform.privilege_prefix
         self.facts = _Facts(self)
         self.interfaces = _Interfaces(self)
@@ -133,6 +182,7 @@ class NetmikoSwitch(Switch):
         except Exception as e:
             raise _wrap_login(e, where) from e
         self._conn = conn
+        self._reader = self._bound_reads(conn)
         if self.platform.enable:
             try:
                 conn.enable()
@@ -148,8 +198,32 @@ class NetmikoSwitch(Switch):
                 self._prefix = ""
         return self
 
+    def _bound_reads(self, conn: Any) -> _BoundedReader | None:
+        """Put the platform's byte budget on the connection's channel (a netmiko SSH session)."""
+        channel = getattr(conn, "channel", None)
+        if channel is None or not hasattr(channel, "read_buffer"):
+            return None  # a test double without netmiko's channel: nothing to bound
+        reader = _BoundedReader(channel, self.platform.max_output_bytes)
+        channel.read_channel = reader.read_channel
+        return reader
+
+    def _read_limited(self, command: str, send: Callable[[], str]) -> str:
+        """Run one netmiko call under the byte budget; past it the session is closed (it is still printing)."""
+        if self._reader is not None:
+            self._reader.start()
+        try:
+            return send()
+        except _ReadBound as e:
+            self.close()
+            limit = self.platform.max_output_bytes
+            raise OutputTooLarge(
+                f"{self.name}: {command!r}: more than {limit} bytes of output "
+                f"(the platform's max_output_bytes); stopped reading at {e.args[0]} and closed the session"
+            ) from None
+
     def close(self) -> None:
         conn, self._conn = self._conn, None
+        self._reader = None
         if conn is not None:
             with contextlib.suppress(Exception):  # the session may already be gone; nothing to save
                 conn.disconnect()
@@ -216,12 +290,17 @@ class NetmikoSwitch(Switch):
         if check and self.platform.exit_status:
             line = f"{command}; echo @@rc=$?"
         try:
-            out = conn.send_command(
-                line,
-                read_timeout=self.target.timeout,
-                strip_prompt=True,
-                strip_command=True,
+            out = self._read_limited(
+                command,
+                lambda: conn.send_command(
+                    line,
+                    read_timeout=self.target.timeout,
+                    strip_prompt=True,
+                    strip_command=True,
+                ),
             )
+        except OutputTooLarge:
+            raise
         except Exception as e:
             raise self._wrap_io(e, command) from e
         if check:
@@ -255,9 +334,12 @@ class NetmikoSwitch(Switch):
             return "\n".join(self.run(line) for line in lines)
         conn = self._session()
         try:
-            out = conn.send_config_set(
-                lines, read_timeout=self.target.timeout, cmd_verify=True
+            out = self._read_limited(
+                "; ".join(lines),
+                lambda: conn.send_config_set(lines, read_timeout=self.target.timeout, cmd_verify=True),
             )
+        except OutputTooLarge:
+            raise
         except Exception as e:
             raise self._wrap_io(e, "; ".join(lines)) from e
         for err in self.platform.errors:

@@ -67,6 +67,10 @@ class Platform:
     privilege_prefix: str = ""
     bridge_pattern: str | None = None
     save_message: str | None = None
+    # The most a command may print before the driver stops reading (characters, ~bytes):
+    # the largest real output fleetctl knows is ~0.5 MB (`show interface switchport` of a
+    # 576-port NX-OS chassis); the biggest recording held, 27 kB (EOS LLDP detail).
+    max_output_bytes: int = 2 * 1024 * 1024
     source: str = ""
 
     def is_port(self, name: str) -> bool:
@@ -147,9 +151,10 @@ def platform_from_dict(data: dict[str, Any], *, source: str = "<dict>") -> Platf
             privilege_prefix=str(data.get("privilege_prefix", "")),
             bridge_pattern=data.get("bridge_pattern"),
             save_message=data.get("save_message"),
+            max_output_bytes=int(data.get("max_output_bytes", Platform.max_output_bytes)),
             source=source,
         )
-    except (KeyError, TypeError, re.error) as e:
+    except (KeyError, TypeError, ValueError, re.error) as e:
         raise SwitchError(
             f"{source}: bad platform file: {type(e).__name__}: {e}"
         ) from e
