@@ -238,3 +238,48 @@ def test_merge_processor_alone_is_a_board_without_warning():
     assert pb is not None
     merged, warnings = parse.merge_processor_boards([Board(kind="mncore2", serial="M")], [pb])
     assert [b.serial for b in merged] == ["M", "Z"] and warnings == []
+
+
+# ------------------------------- recorded NVIDIA GPUs: shared serial, no serial (issue 20)
+
+GPU_DATA = Path(__file__).resolve().parents[1] / "data" / "redfish" / "gpu-processors"
+
+
+def _recorded_gpu_boards() -> list[Board]:
+    rules = parse.load_board_rules()
+    pbs = [parse.parse_processor_board(json.loads((GPU_DATA / f).read_text()), rules)
+           for f in ("gb300-GPU_2.json", "gb300-GPU_1.json", "hgx-b200-GPU_SXM_2-no-serial.json")]  # fmt: skip
+    boards, warnings = parse.merge_processor_boards([], [p for p in pbs if p is not None])
+    assert warnings == []
+    return boards
+
+
+def test_recorded_gb300_gpus_sharing_a_serial_are_numbered_and_one_without_serial_is_placed():
+    boards = _recorded_gpu_boards()
+    got = [(b.bmc_id, b.serial, b.position, b.location, b.pcie_device_id) for b in boards]
+    assert got == [
+        ("GPU_2", "123456", 2, "GPU_0", "GPU_2"),
+        ("GPU_1", "123456", 1, "GPU_1", "GPU_1"),
+        ("GPU_SXM_2", None, None, "SXM2", "GPU_SXM_2"),
+    ]
+
+
+def test_recorded_gpus_are_inspected_and_swept_without_a_false_critical():
+    from fleetctl.interfaces.bmc import SystemFacts
+    from fleetctl.inventory.schema import BoardSpec, ServerSpec
+    from fleetctl.sweep.collect import BoardExpect, ServerExpect, ServerReading
+    from fleetctl.sweep.engine import _evaluate
+    from fleetctl.workflows.inspect import compare
+
+    facts = SystemFacts(serial="SYS", boards=_recorded_gpu_boards())
+    spec = ServerSpec(name="gb-01", serial="SYS", model="m", position=1)
+    first, edits = compare(spec, None, facts)
+    assert first.drift == [] and first.notes == ["board in slot 2 (SXM2): no serial reported"]
+    recorded = edits["boards"]
+    assert [(b["serial"], b["position"], b["slot"]) for b in recorded] == [("123456", 2, 0), ("123456", 1, 1), ("UNKNOWN-gb-01-2", None, 2)]
+    again, edits2 = compare(spec.model_copy(update={"boards": [BoardSpec.model_validate(b) for b in recorded]}), None, facts)
+    assert again.drift == [] and edits2["boards"] is None
+    e = ServerExpect(name="gb-01", serial="SYS", model="m", site="s", rack="r", position=1, board_kind="gpu", board_count=3,
+                     boards=[BoardExpect(b["slot"], b["kind"], b["serial"], b["position"]) for b in recorded])  # fmt: skip
+    findings = _evaluate("server", "gb-01", ServerReading(facts=facts), e, "bmc")
+    assert [(f.check, f.message) for f in findings if f.status.value != "ok"] == []
