@@ -178,6 +178,39 @@ def test_a_collection_of_hundreds_of_thousands_of_members_is_not_read_a_request_
     asyncio.run(body())
 
 
+def test_a_real_sized_paged_log_is_read_whole_under_the_generic_bounds() -> None:
+    """The bounds must not cut a real log: iDRAC 9 pages its Lifecycle log 50 entries at a time with ``$skip``.
+
+    Hand-made in the shape of public recordings: an iDRAC Lclog page with ``Members@odata.count`` 1735 and
+    ``Members@odata.nextLink`` ``.../Lclog/Entries?$skip=50`` (wikimedia/operations-software-spicerack,
+    spicerack/tests/unit/test_redfish.py, LCLOG_RESPONSE), and Dell's word that iDRAC returns 50 members a
+    page (dell/iDRAC-Redfish-Scripting issue #270). Newest first, as there.
+    """
+    total = 1_735
+
+    async def body() -> None:
+        async with FakeBMC(resources()) as bmc:
+
+            async def hook(request: web.Request, bmc: FakeBMC) -> web.Response:
+                skip = int(request.query.get("$skip", "0"))
+                page: dict[str, Any] = {"@odata.id": ENTRIES, "Members@odata.count": total,
+                                        "Members": [entry(total - i) for i in range(skip, min(skip + 50, total))]}  # fmt: skip
+                if skip + 50 < total:
+                    page["Members@odata.nextLink"] = f"{ENTRIES}?$skip={skip + 50}"
+                return web.json_response(page)
+
+            bmc.hooks[("GET", ENTRIES)] = hook
+            c = await client(bmc)
+            try:
+                got = await c.members(ENTRIES)
+            finally:
+                await c.close()
+            assert [e["Id"] for e in got] == [str(total - i) for i in range(total)]
+            assert entries_served(bmc) == 35
+
+    asyncio.run(body())
+
+
 # ------------------------------------------------------------------ bodies
 
 
