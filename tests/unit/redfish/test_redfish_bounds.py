@@ -237,7 +237,7 @@ def streaming(total: int, *, content_length: bool = False, gzipped: bytes | None
                 sent["bytes"] += MiB
             await resp.write(b'"}')
             await resp.write_eof()
-        except (ConnectionResetError, RuntimeError):
+        except (ConnectionError, RuntimeError):
             pass  # the client hung up: what it wanted
         return resp
 
