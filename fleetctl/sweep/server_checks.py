@@ -239,6 +239,9 @@ def match_boards(r: ServerReading, e: ServerExpect) -> tuple[list[Any], dict[int
     missing = []
     for d in rest:  # then by slot, among the boards reporting no serial (the BMC may stop reporting one it did)
         cands = [i for i in sorted(free) if not _norm(bmc[i].serial) and board_slot(bmc[i], i) == d.slot]
+        if not cands and is_placeholder_board_serial(e.name, d.serial):
+            # recorded without a serial, it reports one now: the same board (inspection records it)
+            cands = [i for i in sorted(free) if board_slot(bmc[i], i) == d.slot]
         if cands:
             free.discard(cands[0])
             matched[cands[0]] = d

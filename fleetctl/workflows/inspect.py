@@ -157,7 +157,7 @@ def compare(declared: Any, model: Any, facts: Any, models: list[Any] | None = No
 
     r = Reconciled(declared.name)
     edits: dict[str, Any] = {"boards": None, "macs": {}, "serial": None, "accept_macs": {}, "fill_serial": None,
-                             "model": None, "new_model": None}  # fmt: skip
+                             "model": None, "new_model": None, "boards_filled": False}  # fmt: skip
     reported_serial = (facts.serial or "").strip()
     if is_placeholder_serial(declared.name, declared.serial):
         # Enrolled by its BMC alone: the serial is filled, not drift.
@@ -237,12 +237,21 @@ def compare(declared: Any, model: Any, facts: Any, models: list[Any] | None = No
     declared_keys = {(b.serial, b.position): b.slot for b in declared.boards}
     found_keys = {(b["serial"], b["position"]): b["slot"] for b in found_specs}
     if declared.boards:
-        for (s, p), slot in sorted(declared_keys.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
-            if (s, p) not in found_keys:
-                r.drift.append(f"board {_board_label(s, p, slot, declared.name)}: declared, not seen by the BMC")
-        for (s, p), slot in sorted(found_keys.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
-            if (s, p) not in declared_keys:
-                r.drift.append(f"board {_board_label(s, p, slot, declared.name)}: seen by the BMC, not declared")
+        gone = {k: slot for k, slot in declared_keys.items() if k not in found_keys}
+        new = {k: slot for k, slot in found_keys.items() if k not in declared_keys}
+        # What was left open is filled, not drift: a board recorded without a serial that reports one
+        # now, or one recorded alone whose module's twin now reports the same serial (a position given).
+        for k, slot in sorted(gone.items(), key=lambda kv: kv[1] if kv[1] is not None else -1):
+            twin = next((f for f, fslot in new.items() if fslot == slot
+                         and (is_placeholder_board_serial(declared.name, k[0]) or (f[0] == k[0] and k[1] is None))), None)  # fmt: skip
+            if twin is not None:
+                del gone[k], new[twin]
+                r.filled.append(f"board in slot {slot}: {_board_label(*twin, slot, declared.name)}")
+                edits["boards_filled"] = True
+        for (s, p), slot in sorted(gone.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+            r.drift.append(f"board {_board_label(s, p, slot, declared.name)}: declared, not seen by the BMC")
+        for (s, p), slot in sorted(new.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+            r.drift.append(f"board {_board_label(s, p, slot, declared.name)}: seen by the BMC, not declared")
         if set(declared_keys) != set(found_keys):
             edits["boards"] = found_specs
     elif found_specs:
@@ -306,8 +315,11 @@ def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str
                 if ed["model"]:
                     spec.model = ed["model"]
                 # Filling what was left open is always done; replacing what was declared only when accepted.
-                if ed["boards"] is not None and (not spec.boards or accept):
-                    if spec.boards:
+                # Boards are replaced where none were recorded, where drift is accepted, or where only
+                # what was left open changes (a serial reported at last); never over drift otherwise.
+                only_filled = ed.get("boards_filled") and not any(d.startswith("board ") for d in res.drift)
+                if ed["boards"] is not None and (not spec.boards or accept or only_filled):
+                    if spec.boards and not only_filled:
                         res.accepted.append(f"{len(ed['boards'])} boards as the BMC reports them")
                     spec.boards = [BoardSpec.model_validate(b) for b in ed["boards"]]
                 for nic in spec.nics:

@@ -103,3 +103,14 @@ def test_a_bmc_that_stops_reporting_one_serial_of_a_module_is_no_drift_nor_criti
     assert r.drift == [] and edits["boards"] is None
     assert r.notes == ["board in slot 3 (GPU_1): no serial reported"]
     assert sweep(ed["boards"], hidden) == []
+
+
+def test_a_serial_reported_again_is_filled_in_not_drift() -> None:
+    """Recorded while the BMC hid GPU_3's serial; then it reports it again: the sweep finds every board, inspection fills."""
+    _first, ed, _again, _ed2 = inspect_twice(tray(hide="GPU_3"))
+    assert sorted((b["serial"], b["position"]) for b in ed["boards"])[-2:] == [("1330124010002", None), (f"UNKNOWN-{NAME}-3", None)]
+    assert sweep(ed["boards"], tray()) == []
+    r, edits = compare(server(ed["boards"]), None, SystemFacts(serial="SYS-1", boards=tray()))
+    assert r.drift == [] and edits["boards_filled"]
+    assert r.filled == ["board in slot 2: 1330124010002 #1", "board in slot 3: 1330124010002 #2"]
+    assert sorted((b["serial"], b["position"]) for b in edits["boards"])[-2:] == [("1330124010002", 1), ("1330124010002", 2)]
