@@ -2,7 +2,8 @@
 
 The lab serves each by its model's vendor (fleetctl_lab.inventory.flavour_for):
 NVIDIA -> the ``nvidia`` flavour (GPUs as Processors, one serial per processor
-module shared by its two GPUs), HPE ProLiant Gen11 -> ``ilo6`` (a server that
+module shared by its two GPUs: the tray's boards are declared so, each
+module's serial with the GPU's position), HPE ProLiant Gen11 -> ``ilo6`` (a server that
 is off reads its temperatures Absent, reading 0, thresholds 0).
 """
 
@@ -36,10 +37,10 @@ sites:
       bmc: https://gb-01-bmc.lab9.example
       credential: env:BMC_LAB9
       boards:
-      - {serial: GB-MOD-A, slot: 0, model: NVIDIA GB200}
-      - {serial: GB-MOD-A-2, slot: 1, model: NVIDIA GB200}
-      - {serial: GB-MOD-B, slot: 2, model: NVIDIA GB200}
-      - {serial: GB-MOD-B-2, slot: 3, model: NVIDIA GB200}
+      - {serial: GB-MOD-A, position: 1, slot: 0, model: NVIDIA GB200}
+      - {serial: GB-MOD-A, position: 2, slot: 1, model: NVIDIA GB200}
+      - {serial: GB-MOD-B, position: 1, slot: 2, model: NVIDIA GB200}
+      - {serial: GB-MOD-B, position: 2, slot: 3, model: NVIDIA GB200}
     - name: dl-01
       serial: SYS-DL-01
       model: dl380-gen11
