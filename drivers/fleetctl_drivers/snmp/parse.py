@@ -72,6 +72,46 @@ ENT_SENSOR_VALUE = (*ENT_SENSOR_ENTRY, 4)
 ENT_SENSOR_STATUS = (*ENT_SENSOR_ENTRY, 5)
 ENT_SENSOR_UNITS = (*ENT_SENSOR_ENTRY, 6)
 
+# Column names for messages (a walk that does not end names its table and column).
+COLUMN_NAMES: dict[Oid, str] = {
+    IF_DESCR: "IF-MIB::ifDescr",
+    IF_SPEED: "IF-MIB::ifSpeed",
+    IF_ADMIN_STATUS: "IF-MIB::ifAdminStatus",
+    IF_OPER_STATUS: "IF-MIB::ifOperStatus",
+    IF_LAST_CHANGE: "IF-MIB::ifLastChange",
+    IF_IN_OCTETS: "IF-MIB::ifInOctets",
+    IF_IN_DISCARDS: "IF-MIB::ifInDiscards",
+    IF_IN_ERRORS: "IF-MIB::ifInErrors",
+    IF_OUT_OCTETS: "IF-MIB::ifOutOctets",
+    IF_OUT_DISCARDS: "IF-MIB::ifOutDiscards",
+    IF_OUT_ERRORS: "IF-MIB::ifOutErrors",
+    IF_NAME: "IF-MIB::ifName",
+    IF_HC_IN_OCTETS: "IF-MIB::ifHCInOctets",
+    IF_HC_OUT_OCTETS: "IF-MIB::ifHCOutOctets",
+    IF_HIGH_SPEED: "IF-MIB::ifHighSpeed",
+    IF_ALIAS: "IF-MIB::ifAlias",
+    LLDP_LOC_PORT_ID: "LLDP-MIB::lldpLocPortId",
+    LLDP_REM_CHASSIS_SUBTYPE: "LLDP-MIB::lldpRemChassisIdSubtype",
+    LLDP_REM_CHASSIS_ID: "LLDP-MIB::lldpRemChassisId",
+    LLDP_REM_PORT_SUBTYPE: "LLDP-MIB::lldpRemPortIdSubtype",
+    LLDP_REM_PORT_ID: "LLDP-MIB::lldpRemPortId",
+    LLDP_REM_PORT_DESC: "LLDP-MIB::lldpRemPortDesc",
+    LLDP_REM_SYS_NAME: "LLDP-MIB::lldpRemSysName",
+    ENT_PHYSICAL_NAME: "ENTITY-MIB::entPhysicalName",
+    ENT_SENSOR_TYPE: "ENTITY-SENSOR-MIB::entPhySensorType",
+    ENT_SENSOR_SCALE: "ENTITY-SENSOR-MIB::entPhySensorScale",
+    ENT_SENSOR_PRECISION: "ENTITY-SENSOR-MIB::entPhySensorPrecision",
+    ENT_SENSOR_VALUE: "ENTITY-SENSOR-MIB::entPhySensorValue",
+    ENT_SENSOR_STATUS: "ENTITY-SENSOR-MIB::entPhySensorOperStatus",
+    ENT_SENSOR_UNITS: "ENTITY-SENSOR-MIB::entPhySensorUnitsDisplay",
+}
+
+
+def column_name(column: Oid) -> str:
+    """``IF-MIB::ifName`` for a column fleetctl walks, else the dotted OID."""
+    return COLUMN_NAMES.get(column) or ".".join(map(str, column))
+
+
 # What each part of a poll walks. The 32-bit octet columns are walked only
 # when an agent has no 64-bit ones (see the poller).
 #

@@ -76,6 +76,16 @@ _AUTH_ERRORS = {
 
 _MAX_ROUNDS = 10_000  # GETBULKs per walk: a guard against agents that loop
 
+# Bounds on one walk (what an agent says cannot grow a poll without end). The
+# largest real tables fleetctl reads are IF-MIB on a chassis with its
+# subinterfaces and VLANs: a few thousand rows; a 64-port switch has ~70.
+#: Rows one column may return before the walk is stopped as endless.
+MAX_ROWS_PER_COLUMN = 20_000
+#: Seconds one walk (all its GETBULKs) may take: a 64-port IF-MIB poll needs ~14
+#: round trips, well under a second on a LAN; an agent that keeps answering
+#: slowly with new rows is stopped here even below the row bound.
+WALK_DEADLINE_S = 120.0
+
 
 __all__ = ["SnmpPollError", "SnmpPoller", "poll_many", "poll_many_sync"]
 
@@ -99,12 +109,21 @@ class SnmpPoller(Poller):
     their own (pysnmp would otherwise reconfigure the user on every request).
     """
 
-    def __init__(self, *, v2c: str = "ber", v3: str = "ber") -> None:
+    def __init__(
+        self,
+        *,
+        v2c: str = "ber",
+        v3: str = "ber",
+        max_rows: int = MAX_ROWS_PER_COLUMN,
+        walk_deadline_s: float = WALK_DEADLINE_S,
+    ) -> None:
         for name, value in (("v2c", v2c), ("v3", v3)):
             if value not in ("ber", "pysnmp"):
                 raise ValueError(f"{name} must be 'ber' or 'pysnmp', not {value!r}")
         self.v2c = v2c
         self.v3 = v3
+        self.max_rows = max_rows
+        self.walk_deadline_s = walk_deadline_s
         self._v2c_client = V2cClient()
         self._fallback: set[tuple[str, int]] = set()  # agents our decoder rejected: pysnmp from then on
         self._engines: list[tuple[Any, dict[str, tuple[str, str, str, str, str]]]] = []
@@ -286,7 +305,14 @@ class SnmpPoller(Poller):
             raise SnmpPollError("protocol", f"{target.host}:{target.port} answered {status} at varbind {int(error_index)}")
         return [(tuple(o), v) for o, v in vbs]
 
-    async def walk_columns(self, target: SnmpTarget, columns: Sequence[Oid], *, rows_hint: int | None = None) -> Columns:
+    async def walk_columns(
+        self,
+        target: SnmpTarget,
+        columns: Sequence[Oid],
+        *,
+        rows_hint: int | None = None,
+        warnings: list[str] | None = None,
+    ) -> Columns:
         """Walk several table columns at once with GETBULK.
 
         Returns ``{column: {index: value}}`` with plain python values. A
@@ -296,6 +322,14 @@ class SnmpPoller(Poller):
         sizes max-repetitions: no more repetitions are asked than the rows
         left plus the one that ends the column. The walk itself still goes on
         until every column leaves its subtree, whatever the hint says.
+
+        An OID that does not increase (an agent walking in a loop) ends its
+        column there, with a line in ``warnings`` naming the agent and the
+        column. A column past ``max_rows`` rows, or a walk past
+        ``walk_deadline_s`` seconds, is endless: the walk stops.
+
+        Raises:
+            SnmpPollError: the walk did not end within the bounds (kind ``protocol``).
         """
         columns = list(dict.fromkeys(columns))
         result: Columns = {c: {} for c in columns}
@@ -303,10 +337,19 @@ class SnmpPoller(Poller):
         seen = {c: 0 for c in columns}
         active = list(columns)
         rounds = 0
+        where = f"{target.name} ({target.host}:{target.port})"
+        deadline = time.monotonic() + self.walk_deadline_s
         while active:
             rounds += 1
             if rounds > _MAX_ROUNDS:
-                raise SnmpPollError("protocol", f"{target.host}: walk did not end after {_MAX_ROUNDS} requests")
+                raise SnmpPollError("protocol", f"{where}: walk did not end after {_MAX_ROUNDS} requests")
+            if time.monotonic() > deadline:
+                names = ", ".join(parse.column_name(c) for c in active)
+                raise SnmpPollError(
+                    "protocol",
+                    f"{where}: the walk of {names} did not end within {self.walk_deadline_s:g} s "
+                    f"({max(seen.values())} rows read; the bound is SnmpPoller.walk_deadline_s)",
+                )
             reps = max(1, target.bulk_varbinds // len(active))
             if rows_hint is not None and rows_hint >= 0:
                 left = rows_hint + 1 - min(seen[c] for c in active)
@@ -326,11 +369,23 @@ class SnmpPoller(Poller):
                 if o[:n] != col or len(o) == n or (not plain and _is_exception(v)):
                     finished.add(col)
                     continue
-                if o <= cursor[col]:  # not increasing: the agent is broken
+                if o <= cursor[col]:  # not increasing: the agent walks in a loop; what it gave is kept
                     finished.add(col)
+                    if warnings is not None:
+                        warnings.append(
+                            f"{where}: {parse.column_name(col)} returned a non-increasing OID "
+                            f"({'.'.join(map(str, o))} after {'.'.join(map(str, cursor[col]))}); "
+                            f"its walk ended there with {seen[col]} rows"
+                        )
                     continue
                 cursor[col] = o
                 seen[col] += 1
+                if seen[col] > self.max_rows:
+                    raise SnmpPollError(
+                        "protocol",
+                        f"{where}: {parse.column_name(col)} did not end after {self.max_rows} rows "
+                        "(an endless table; the bound is SnmpPoller.max_rows)",
+                    )
                 result[col][o[n:]] = v if plain else _plain(v)
             # a column whose rows were all consumed without leaving it stays active
             rows = len(vbs) // width
@@ -398,7 +453,7 @@ class SnmpPoller(Poller):
             n = got.get(parse.IF_NUMBER)
             n = None if n is None or _is_exception(n) else _plain(n)
             rows_hint = n if isinstance(n, int) and 0 <= n <= 100_000 else None
-        cols = await self.walk_columns(target, columns, rows_hint=rows_hint) if columns else {}
+        cols = await self.walk_columns(target, columns, rows_hint=rows_hint, warnings=result.warnings) if columns else {}
         if if_mib:
             more: list[Oid] = []
             if not cols.get(parse.IF_HC_IN_OCTETS) and not cols.get(parse.IF_HC_OUT_OCTETS):
@@ -406,7 +461,7 @@ class SnmpPoller(Poller):
             if "if" not in what and not cols.get(parse.IF_NAME):
                 more.append(parse.IF_DESCR)  # a counters poll names interfaces by ifName, else ifDescr
             if more:
-                cols.update(await self.walk_columns(target, more, rows_hint=rows_hint))
+                cols.update(await self.walk_columns(target, more, rows_hint=rows_hint, warnings=result.warnings))
             result.interfaces = parse.interfaces(cols)
             if not result.interfaces:
                 result.warnings.append("IF-MIB: no interfaces")
