@@ -332,7 +332,7 @@ def linux_links(text: str) -> list[Record]:
                 "master": link.get("master"),
                 "kind": info.get("info_kind"),
                 "description": link.get("ifalias") or None,
-                "speed": speeds.get(name),
+                "speed": speeds.get(str(name)),
             }
         )
     return out
