@@ -35,13 +35,10 @@ def show(serial: str, output: OutputOpt = Format.table) -> None:
     """Show one board."""
     from fleetctl.cli.common import conn
     from fleetctl.cli.output import emit_one
-    from fleetctl.errors import NotFound
     from fleetctl.inventory.queries import list_boards
 
     with conn() as c:
-        row = next((b for b in list_boards(c) if b["serial"] == serial), None)
-    if row is None:
-        raise NotFound(f"no board with serial {serial!r}")
+        row = _one_board(list_boards(c), serial)
     emit_one(row, output)
 
 
@@ -69,6 +66,20 @@ def add(
     show_plan(edit_site(edits.site_of_server(server), mutate, action="board.add", dry_run=dry_run, reason=reason), dry_run=dry_run)
 
 
+def _one_board(rows: list, name: str) -> dict:  # type: ignore[type-arg]
+    """The board an operator names: its serial, or SERIAL/POSITION where boards share a serial (GB200/GB300)."""
+    from fleetctl.errors import InputError, NotFound
+    from fleetctl.inventory.queries import is_board
+
+    found = [b for b in rows if is_board(name, b["serial"], b.get("position"))]
+    if not found:
+        raise NotFound(f"no board with serial {name!r}")
+    if len(found) > 1:
+        names = ", ".join(f"{b['serial']}/{b['position']}" for b in found)
+        raise InputError(f"{len(found)} boards share serial {name!r}: name one ({names})", field="SERIAL")
+    return found[0]
+
+
 def _board_site(serial: str) -> tuple[str, str]:
     from fleetctl.cli.common import conn
     from fleetctl.errors import NotFound
@@ -76,8 +87,8 @@ def _board_site(serial: str) -> tuple[str, str]:
     from fleetctl.inventory.queries import list_boards
 
     with conn() as c:
-        row = next((b for b in list_boards(c) if b["serial"] == serial), None)
-    if row is None or row["server"] is None:
+        row = _one_board(list_boards(c), serial)
+    if row["server"] is None:
         raise NotFound(f"no board with serial {serial!r}")
     return edits.site_of_server(row["server"]), row["server"]
 
@@ -96,6 +107,7 @@ def set_(
     """Change a board: move it, or mark it suspect, failed or sent for RMA."""
     from fleetctl.cli.common import show_plan
     from fleetctl.inventory import edits
+    from fleetctl.inventory.queries import is_board
     from fleetctl.inventory.service import edit_site, set_board_state
 
     site_name, holder = _board_site(serial)
@@ -103,7 +115,7 @@ def set_(
 
         def mutate(doc) -> None:  # type: ignore[no-untyped-def]
             _, spec = edits.find_server(doc, holder)
-            board = next(b for b in spec.boards if b.serial == serial)
+            board = next(b for b in spec.boards if is_board(serial, b.serial, b.position))
             if server is not None and server != holder:
                 _, target = edits.find_server(doc, server)
                 spec.boards.remove(board)
@@ -123,13 +135,14 @@ def remove(serial: str, dry_run: DryRunOpt = False, reason: ReasonOpt = None) ->
     """Remove a board from the inventory."""
     from fleetctl.cli.common import show_plan
     from fleetctl.inventory import edits
+    from fleetctl.inventory.queries import is_board
     from fleetctl.inventory.service import edit_site
 
     site_name, holder = _board_site(serial)
 
     def mutate(doc) -> None:  # type: ignore[no-untyped-def]
         _, spec = edits.find_server(doc, holder)
-        spec.boards = [b for b in spec.boards if b.serial != serial]
+        spec.boards = [b for b in spec.boards if not is_board(serial, b.serial, b.position)]
 
     show_plan(edit_site(site_name, mutate, action="board.remove", dry_run=dry_run, reason=reason), dry_run=dry_run)
 

@@ -142,7 +142,7 @@ def server_detail(conn: Connection, name: str) -> dict[str, Any]:
         })  # fmt: skip
     nics.sort(key=lambda n: natural_key(n["name"]))
     boards = [
-        {"slot": b.slot, "kind": b.kind, "serial": b.serial, "pci": b.pci_address, "model": b.model,
+        {"slot": b.slot, "kind": b.kind, "serial": b.serial, "position": b.position, "pci": b.pci_address, "model": b.model,
          "state": b.state, "firmware": b.firmware}  # fmt: skip
         for b in conn.execute(select(board_t).where(board_t.c.server_id == row.id).order_by(board_t.c.slot))
     ]
@@ -217,11 +217,16 @@ def rack_elevation(conn: Connection, ref: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def is_board(name: str, serial: str, position: int | None) -> bool:
+    """Whether an operator's board name is this board: its serial, or SERIAL/POSITION where boards share a serial."""
+    return name == serial if position is None else name in (f"{serial}/{position}", serial)
+
+
 def list_boards(
     conn: Connection, *, server: str | None = None, rack: str | None = None, kind: str | None = None, state: str | None = None
 ) -> list[dict[str, Any]]:
     q = (
-        select(board_t.c.serial, board_t.c.kind, board_t.c.model, srv_t.c.name.label("server"), board_t.c.slot,
+        select(board_t.c.serial, board_t.c.position, board_t.c.kind, board_t.c.model, srv_t.c.name.label("server"), board_t.c.slot,
                board_t.c.pci_address.label("pci"), board_t.c.state, rack_t.c.name.label("rack"), board_t.c.firmware)  # fmt: skip
         .outerjoin(srv_t, srv_t.c.id == board_t.c.server_id)
         .outerjoin(rack_t, rack_t.c.id == srv_t.c.rack_id)

@@ -185,13 +185,23 @@ def set_board_state(serial: str, state: str, *, reason: str | None = None, dry_r
         ) from None
     bt = AcceleratorBoard.__table__
     with write_transaction(url) as conn:
-        old = conn.execute(select(bt.c.state).where(bt.c.serial == serial)).scalar()
-        if old is None:
+        # A board is its serial, or SERIAL/POSITION where boards share a serial (GB200/GB300 modules).
+        where = bt.c.serial == serial
+        rows = conn.execute(select(bt.c.state, bt.c.position).where(where)).all()
+        head, _, pos = serial.rpartition("/")
+        if not rows and head and pos.isdigit():
+            where = (bt.c.serial == head) & (bt.c.position == int(pos))
+            rows = conn.execute(select(bt.c.state, bt.c.position).where(where)).all()
+        if not rows:
             raise NotFound(f"no board with serial {serial!r}")
+        if len(rows) > 1:
+            positions = ", ".join(f"{serial}/{r.position}" for r in sorted(rows, key=lambda r: r.position or 0))
+            raise InputError(f"{len(rows)} boards share serial {serial!r}: name one ({positions})", field="SERIAL")
+        old = rows[0].state
         if dry_run:
             conn.rollback()
             return old
-        conn.execute(update(bt).where(bt.c.serial == serial).values(state=state))
+        conn.execute(update(bt).where(where).values(state=state))
         conn.execute(
             insert(Event.__table__).values(
                 at=utcnow(), actor=actor(), action="board.state", object_kind="board", object_name=serial,

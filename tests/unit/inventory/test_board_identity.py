@@ -100,3 +100,21 @@ def test_migration_0009_keeps_boards_and_lets_a_serial_be_shared(db_url, cli, wr
             continue
         raise AssertionError(f"({serial}, {position}) inserted twice")
     engine.dispose()
+
+
+def test_a_board_sharing_a_serial_is_named_serial_slash_position(base_loaded, cli, write):  # type: ignore[no-untyped-def]
+    r = cli("inventory", "import", str(write(SHARED, "shared.yaml")))
+    assert r.code == 0, r.err
+    r = cli("board", "set", "MOD-1", "--state", "suspect")
+    assert r.code == 2 and "2 boards share serial 'MOD-1': name one (MOD-1/1, MOD-1/2)" in r.err, r.err
+    r = cli("board", "set", "MOD-1/2", "--state", "suspect")
+    assert r.code == 0, r.err
+    shown = json.loads(cli("board", "show", "MOD-1/2", "--output", "json").out)
+    assert (shown["serial"], shown["position"], shown["state"]) == ("MOD-1", 2, "suspect")
+    assert json.loads(cli("board", "show", "MOD-1/1", "--output", "json").out)["state"] == "ok"
+    r = cli("board", "set", "MOD-1/1", "--slot", "7")
+    assert r.code == 0, r.err + r.out
+    r = cli("board", "remove", "MOD-1/2")
+    assert r.code == 0, r.err + r.out
+    boards = json.loads(cli("server", "show", "s1", "--output", "json").out)["boards"]
+    assert [(b["serial"], b["position"], b["slot"]) for b in boards] == [("MOD-1", 1, 7)]
