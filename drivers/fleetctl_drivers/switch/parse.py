@@ -235,6 +235,8 @@ def sonic_vlan_members(text: str) -> list[Record]:
 def sonic_version(text: str) -> list[Record]:
     """``show version`` of SONiC: ``Key: value`` lines."""
     kv = _colon_pairs(text)
+    if "sonic software version" not in kv:
+        return []  # not SONiC's show version: nothing recognised (parse_show says so)
     return [
         {
             "os_version": kv.get("sonic software version"),
@@ -257,7 +259,7 @@ def _colon_pairs(text: str) -> dict[str, str]:
 
 def single_line(text: str) -> list[Record]:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return [{"value": lines[0] if lines else None}]
+    return [{"value": lines[0]}] if lines else []
 
 
 # --- Linux --------------------------------------------------------------------
@@ -279,6 +281,8 @@ def _sections(text: str) -> dict[str, str]:
 
 def linux_facts(text: str) -> list[Record]:
     s = _sections(text)
+    if "kernel" not in s and "os" not in s:
+        return []  # none of the command's @@ sections: not its output
     os_release = {}
     for line in s.get("os", "").splitlines():
         if "=" in line:

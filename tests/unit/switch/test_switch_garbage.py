@@ -10,6 +10,7 @@ no rows, "Total entries displayed: 0") still parses to no records.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from fleetctl_drivers.switch import NetmikoSwitch, load_platform, parse, platform_names
@@ -197,3 +198,19 @@ def test_any_garbage_raises_on_every_command(text: str) -> None:
         assume(not _legitimately_empty(platform, key, text))
         with pytest.raises(SwitchError):
             _show(_switch(platform, text), key)
+
+
+def test_a_recorded_sonic_show_version_is_recognised() -> None:
+    # sonic-utilities' Command Reference example (a Mellanox SN2700): see tests/data/switch/SOURCES.md.
+    recorded = (Path(__file__).resolve().parents[2] / "data" / "switch" / "sonic" / "show_version.raw").read_text()
+    records = _show(_switch("sonic", recorded), "version")
+    facts = parse.to_facts("sonic", records)
+    assert (facts.os_version, facts.model, facts.serial, facts.uptime_s) == (
+        "SONiC.HEAD.32-21ea29a",
+        "MSN2700-CS2FO",
+        "MT1822K07815",
+        180,
+    )
+    # the same command answered by the Docker table alone (a truncated answer) is not a version
+    with pytest.raises(SwitchError, match="output not recognised"):
+        _show(_switch("sonic", recorded[recorded.index("Docker images:") :]), "version")
