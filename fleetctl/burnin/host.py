@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetctl import hostio
 from fleetctl.burnin.verdict import BoardObservation
 
 #: What nvidia-smi is asked for before and after the workload.
@@ -43,6 +44,17 @@ GPU_SAMPLE_FIELDS = ("index", "temperature.gpu", "power.draw", "clocks.sm")
 _ERROR_KEYS = {"ecc_corrected_volatile_total": "corrected_ecc", "ecc_uncorrected_volatile_total": "uncorrected_ecc",
                "retired_pages_single_bit": "retired_single_bit", "retired_pages_double_bit": "retired_double_bit"}  # fmt: skip
 _GEN_SPEED = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+# What is kept of a host's output (fleetctl.hostio bounds every read): a command's stdout (the largest real one, a
+# server's kernel log, is ~1 MB); a workload's output, its beginning and its end (gpu-burn's GPU names, its last
+# progress lines and verdicts; its error counts are cumulative, so the last line holds the most, while its best
+# Gflop/s is the best of the lines kept); dcgmi's JSON, whole
+# or not at all; a workload's stderr, its end (only lines naming a board are shown); telemetry samples per board.
+MAX_COMMAND_BYTES = hostio.MAX_OUTPUT_BYTES
+WORKLOAD_HEAD_BYTES = 256 << 10
+WORKLOAD_TAIL_BYTES = 1 << 20
+DCGM_JSON_BYTES = 4 << 20
+STDERR_TAIL_BYTES = 256 << 10
+MAX_SAMPLES_PER_BOARD = 20_000
 
 
 @dataclass(frozen=True)
@@ -97,15 +109,17 @@ def _q(argv: list[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
-async def _run(conn: Any, cmd: str, timeout: float, *, what: str, ok_codes: tuple[int, ...] = (0,)) -> str:
+async def _run(conn: Any, host: str, cmd: str, timeout: float, *, what: str, ok_codes: tuple[int, ...] = (0,),
+               max_bytes: int = MAX_COMMAND_BYTES) -> str:  # fmt: skip
+    """stdout of ``cmd``, read within bounds (fleetctl.hostio): more than ``max_bytes`` or past ``timeout`` stops it."""
     try:
-        done = await asyncio.wait_for(conn.run(cmd, check=False), timeout)
-    except TimeoutError:
-        raise HostError(f"{what}: no answer within {timeout:g} s") from None
+        done = await hostio.run(conn, cmd, host=host, timeout=timeout, max_bytes=max_bytes)
+    except hostio.HostOutputError as e:
+        raise HostError(f"{what}: " + ("no answer within " + f"{timeout:g} s" if e.timed_out else str(e))) from e
     if done.exit_status not in ok_codes:
-        err = (str(done.stderr or "") or str(done.stdout or "")).strip().splitlines()
-        raise HostError(f"{what}: exited {done.exit_status}" + (f": {err[-1][:200]}" if err else ""))
-    return str(done.stdout or "")
+        err = done.last_error_line()
+        raise HostError(f"{what}: exited {done.exit_status}" + (f": {err}" if err else ""))
+    return done.stdout
 
 
 def stop_leftover_script(work: str) -> str:
@@ -168,46 +182,22 @@ def _gpu_errors(q: Any) -> dict[str, int]:
     return {k: int(getattr(q, a)) for a, k in _ERROR_KEYS.items() if getattr(q, a) is not None}
 
 
-async def _stream(conn: Any, cmd: str, deadline: float, on_line: Callable[[str, str], None]) -> tuple[int | None, bool]:
-    """Run ``cmd``, handing each stdout/stderr line to ``on_line(stream, line)``; (exit status, timed out)."""
-    proc = await conn.create_process(cmd)
-
-    async def pump(reader: Any, name: str) -> None:
-        buf = ""
-        while True:
-            chunk = await reader.read(65536)
-            if not chunk:
-                break
-            buf += str(chunk)
-            *lines, buf = re.split(r"\r\n|\r|\n", buf)
-            for ln in lines:
-                on_line(name, ln)
-        if buf:
-            on_line(name, buf)
-
-    pumps = asyncio.gather(pump(proc.stdout, "stdout"), pump(proc.stderr, "stderr"))
-    try:
-        await asyncio.wait_for(asyncio.shield(pumps), max(0.1, deadline - time.monotonic()))
-    except TimeoutError:
-        pumps.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await pumps  # retrieve the cancellation, so that nothing is logged as never retrieved
-        proc.close()
-        return None, True
-    with contextlib.suppress(TimeoutError):  # the output ended: the exit status follows (or never comes: no matter)
-        await asyncio.wait_for(proc.wait_closed(), 10)
-    return proc.exit_status, False
-
-
 class _Sampler:
-    """Samples a tool every interval while the workload runs; each sample's time is from the workload's start."""
+    """Samples a tool every interval while the workload runs; each sample's time is from the workload's start.
+
+    At most :data:`MAX_SAMPLES_PER_BOARD` per board: past it every second sample is dropped, so a long run (or a
+    workload printing progress without pause) keeps samples over the whole run in bounded memory.
+    """
 
     def __init__(self, t0: float) -> None:
         self.t0 = t0
         self.samples: dict[str, list[dict[str, Any]]] = {}
 
     def add(self, key: str, **values: Any) -> None:
-        self.samples.setdefault(key, []).append({"t": round(time.monotonic() - self.t0, 2), "source": "host", **values})
+        got = self.samples.setdefault(key, [])
+        if len(got) >= MAX_SAMPLES_PER_BOARD:
+            del got[1::2]
+        got.append({"t": round(time.monotonic() - self.t0, 2), "source": "host", **values})
 
 
 async def burn(job: HostJob) -> HostOutcome:
@@ -229,7 +219,7 @@ async def burn(job: HostJob) -> HostOutcome:
         async with conn:
             work = burnin_dir(job.hostvars)
             t = time.monotonic()
-            left = await _run(conn, stop_leftover_script(work), job.command_timeout, what="stopping a leftover burn-in")
+            left = await _run(conn, job.server, stop_leftover_script(work), job.command_timeout, what="stopping a leftover burn-in")
             if left.strip():
                 out.notes.append(f"a burn-in left running by an earlier run was stopped ({left.strip()})")
             out.stages["cleanup"] = time.monotonic() - t
@@ -262,7 +252,7 @@ async def _mncore(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
     t = time.monotonic()
     # One round trip for what the pre-checks read (each SSH command costs a process on the host and a
     # round trip; at 250 hosts that is most of the orchestration): the listing, the nodes, their links, the locks.
-    state = _sections(await _run(conn, _mn_state_script(smi, glob, sysfs, sem, full=True), job.command_timeout,
+    state = _sections(await _run(conn, job.server, _mn_state_script(smi, glob, sysfs, sem, full=True), job.command_timeout,
                                  what="reading the boards (gpfn3-smi list, device nodes, sysfs, locks)"))  # fmt: skip
     rc, listing_text = state.get("rc", "0").strip(), state.get("list", "")
     if rc != "0":
@@ -305,7 +295,7 @@ async def _mncore(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
         # Reset then clear each board, in one round trip; a board whose reset or clear fails stops the host (its boards'
         # state is unknown), naming the board and the tool's last line.
         script = "; ".join(_reset_clear(smi, d) for d in mine)
-        for ln in (await _run(conn, script, job.command_timeout * 2, what=f"{smi} reset and clear")).splitlines():
+        for ln in (await _run(conn, job.server, script, job.command_timeout * 2, what=f"{smi} reset and clear")).splitlines():
             word, _, rest = ln.partition(" ")
             if word == "failed":
                 dev, _, why = rest.partition(" ")
@@ -322,7 +312,7 @@ async def _mncore(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
     t0 = time.monotonic()
     sampler = _Sampler(t0)
     results: dict[str, re.Match[str]] = {}
-    stderr: list[str] = []
+    stderr_kept = hostio.KeptLines(head=0, tail=STDERR_TAIL_BYTES)
 
     def on_line(stream: str, line: str) -> None:
         line = line.strip()
@@ -338,15 +328,16 @@ async def _mncore(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
             sampler.add(p.group("device"), **{k: float(g[k]) for k in ("temp_c", "power_w", "clock_mhz") if g.get(k)})
             return
         if stream == "stderr":
-            stderr.append(line)
+            stderr_kept.add(line)
 
-    _, hung = await _stream(conn, session_script(work, body), t0 + job.seconds + job.grace, on_line)
+    _, hung = await hostio.stream(conn, session_script(work, body), deadline=t0 + job.seconds + job.grace, on_line=on_line)
+    stderr = stderr_kept.lines()
     out.workload_s = time.monotonic() - t0
     out.stages["workload"] = out.workload_s
     if hung:
-        await _run(conn, stop_leftover_script(work), job.command_timeout, what="stopping the hung workload")
+        await _run(conn, job.server, stop_leftover_script(work), job.command_timeout, what="stopping the hung workload")
     t = time.monotonic()
-    after = _sections(await _run(conn, _mn_state_script(smi, glob, sysfs, sem, full=False), job.command_timeout,
+    after = _sections(await _run(conn, job.server, _mn_state_script(smi, glob, sysfs, sem, full=False), job.command_timeout,
                                  what="reading the boards after the workload"))  # fmt: skip
     after_nodes = _lines(after.get("nodes", ""))
     links_after = _links(after.get("links", ""), parse_sysfs_link, AccelParseError)
@@ -466,7 +457,7 @@ async def _gpu(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
     t = time.monotonic()
 
     async def query(fields: tuple[str, ...]) -> list[Any]:
-        text = await _run(conn, _q([nvsmi, f"--query-gpu={','.join(fields)}", "--format=csv"]), job.command_timeout,
+        text = await _run(conn, job.server, _q([nvsmi, f"--query-gpu={','.join(fields)}", "--format=csv"]), job.command_timeout,
                           what="nvidia-smi --query-gpu")  # fmt: skip
         try:
             return parse_query_gpu_csv(text)
@@ -474,7 +465,7 @@ async def _gpu(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
             raise HostError(f"nvidia-smi --query-gpu: {e}") from e
 
     async def xids() -> list[Any]:
-        return parse_xid(await _run(conn, _q([dmesg]), job.command_timeout, what="dmesg"))
+        return parse_xid(await _run(conn, job.server, _q([dmesg]), job.command_timeout, what="dmesg"))
 
     before = await query(GPU_CHECK_FIELDS)
     xid_before = await xids()
@@ -501,16 +492,30 @@ async def _gpu(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
     t0 = time.monotonic()
     if job.dcgm_level:
         cmd = session_script(work, _q([dcgmi, "diag", "-r", str(job.dcgm_level), "-j"]))
-        lines: list[str] = []
-        _, hung = await _stream(conn, cmd, time.monotonic() + _DCGM_BUDGET.get(job.dcgm_level, 3600) + job.grace,
-                                lambda s, ln: lines.append(ln) if s == "stdout" else None)  # fmt: skip
+        lines = hostio.KeptLines(head=DCGM_JSON_BYTES)
+        diag = f"dcgmi diag -r {job.dcgm_level} -j"
+
+        def keep(stream: str, line: str) -> None:
+            if stream != "stdout":
+                return
+            lines.add(line)
+            if lines.overflowed:  # a JSON document is read whole or not at all: stop reading, and stop dcgmi
+                raise hostio.HostOutputError(f"printed more than {DCGM_JSON_BYTES} bytes, more than any real report; "
+                                             "stopped, not read", host=job.server, command=diag)  # fmt: skip
+
+        try:
+            _, hung = await hostio.stream(conn, cmd, deadline=time.monotonic() + _DCGM_BUDGET.get(job.dcgm_level, 3600) + job.grace,
+                                          on_line=keep)  # fmt: skip
+        except hostio.HostOutputError as e:
+            await _run(conn, job.server, stop_leftover_script(work), job.command_timeout, what="stopping dcgmi")
+            raise HostError(str(e)) from e
         if hung:
             # Which GPU hung dcgmi cannot be told from here: a note for the server; gpu-burn next tells the boards apart.
-            await _run(conn, stop_leftover_script(work), job.command_timeout, what="stopping a hung dcgmi")
+            await _run(conn, job.server, stop_leftover_script(work), job.command_timeout, what="stopping a hung dcgmi")
             out.notes.append(f"dcgmi diag -r {job.dcgm_level} did not end in its time and was stopped")
         else:
             try:
-                report = parse_dcgmi_diag("\n".join(lines))
+                report = parse_dcgmi_diag(lines.text())
             except AccelParseError as e:
                 raise HostError(f"dcgmi diag: {e}") from e
             if report.runtime_error:
@@ -529,7 +534,7 @@ async def _gpu(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
                                             "error_ids": [w.error_id for w in r.warnings]})  # fmt: skip
     # gpu-burn on every GPU at once, with nvidia-smi sampled beside it.
     sampler = _Sampler(t0)
-    text: list[str] = []
+    text = hostio.KeptLines(head=WORKLOAD_HEAD_BYTES, tail=WORKLOAD_TAIL_BYTES)
     stop = asyncio.Event()
 
     async def sample() -> None:
@@ -545,19 +550,20 @@ async def _gpu(conn: Any, job: HostJob, out: HostOutcome, work: str) -> None:
                 await asyncio.wait_for(stop.wait(), job.interval)
 
     sampling = asyncio.create_task(sample())
-    _, hung = await _stream(conn, session_script(work, _q([burn_cmd, f"{job.seconds:g}"])), time.monotonic() + job.seconds + job.grace,
-                            lambda s, ln: text.append(ln) if s == "stdout" else None)  # fmt: skip
+    _, hung = await hostio.stream(conn, session_script(work, _q([burn_cmd, f"{job.seconds:g}"])),
+                                  deadline=time.monotonic() + job.seconds + job.grace,
+                                  on_line=lambda s, ln: text.add(ln) if s == "stdout" else None)  # fmt: skip
     stop.set()
     await sampling
     out.workload_s = time.monotonic() - t0
     out.stages["workload"] = out.workload_s
     if hung:
-        await _run(conn, stop_leftover_script(work), job.command_timeout, what="stopping the hung gpu-burn")
+        await _run(conn, job.server, stop_leftover_script(work), job.command_timeout, what="stopping the hung gpu-burn")
         for o in obs.values():
             o.hung = True
     else:
         try:
-            burn_res = parse_gpu_burn("\n".join(text))
+            burn_res = parse_gpu_burn(text.text())
         except AccelParseError as e:
             burn_res = None
             for o in obs.values():

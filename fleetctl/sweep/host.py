@@ -22,6 +22,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetctl import hostio
+
 #: Lifecycle states in which the installed OS should answer over SSH.
 HOST_STATES = frozenset({"ready", "in-service", "maintenance"})
 
@@ -43,12 +45,18 @@ class HostReading:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-async def _run(conn: Any, argv: list[str], timeout: float) -> str:
-    done = await asyncio.wait_for(conn.run(" ".join(shlex.quote(a) for a in argv), check=False), timeout)
+#: The most stdout kept per tool (fleetctl.hostio stops a command that prints more, naming the host and the command):
+#: a tool's listing of 8 boards is a few kB; a server's kernel log is ~1 MB at most in practice.
+MAX_TOOL_BYTES = 1 << 20
+MAX_DMESG_BYTES = hostio.MAX_OUTPUT_BYTES
+
+
+async def _run(conn: Any, host: str, argv: list[str], timeout: float, *, max_bytes: int = MAX_TOOL_BYTES) -> str:
+    done = await hostio.run(conn, " ".join(shlex.quote(a) for a in argv), host=host, timeout=timeout, max_bytes=max_bytes)
     if done.exit_status != 0:
-        err = (str(done.stderr or "") or str(done.stdout or "")).strip().splitlines()
-        raise RuntimeError(f"`{argv[0]}` exited {done.exit_status}" + (f": {err[-1][:200]}" if err else ""))
-    return str(done.stdout or "")
+        err = done.last_error_line()
+        raise RuntimeError(f"`{argv[0]}` exited {done.exit_status}" + (f": {err}" if err else ""))
+    return done.stdout
 
 
 async def read_host(name: str, ep: dict[str, Any], hostvars: dict[str, Any], board_kind: str | None, *,
@@ -70,7 +78,7 @@ async def read_host(name: str, ep: dict[str, Any], hostvars: dict[str, Any], boa
         try:
             return await coro
         except Exception as e:  # noqa: BLE001 - a tool that fails or prints what its parser refuses is that part's finding
-            r.errors[label] = f"{name}: {e}"
+            r.errors[label] = str(e) if isinstance(e, hostio.HostOutputError) else f"{name}: {e}"  # the former names the host
             return None
 
     from fleetctl_drivers.accel.mncore import parse_gpfn3_list
@@ -82,11 +90,11 @@ async def read_host(name: str, ep: dict[str, Any], hostvars: dict[str, Any], boa
             glob = str(hostvars.get("fleetctl_dev_glob") or "/dev/mnc2p*")
 
             async def nodes() -> list[str]:
-                out = await _run(conn, ["sh", "-c", f'for f in {glob}; do [ -e "$f" ] && echo "$f"; done; true'], timeout)
+                out = await _run(conn, name, ["sh", "-c", f'for f in {glob}; do [ -e "$f" ] && echo "$f"; done; true'], timeout)
                 return [ln for ln in out.splitlines() if ln.strip()]
 
             async def smi_list() -> list[Any]:
-                return parse_gpfn3_list(await _run(conn, [smi, "list"], timeout))
+                return parse_gpfn3_list(await _run(conn, name, [smi, "list"], timeout))
 
             r.mncore, r.device_nodes = await asyncio.gather(part("gpfn3-smi", smi_list()), part("device nodes", nodes()))
         if board_kind == "gpu":
@@ -94,10 +102,10 @@ async def read_host(name: str, ep: dict[str, Any], hostvars: dict[str, Any], boa
             dmesg = str(hostvars.get("fleetctl_dmesg_cmd") or "dmesg")
 
             async def gpus() -> list[Any]:
-                return parse_query_gpu_csv(await _run(conn, [nvsmi, f"--query-gpu={','.join(GPU_FIELDS)}", "--format=csv"], timeout))
+                return parse_query_gpu_csv(await _run(conn, name, [nvsmi, f"--query-gpu={','.join(GPU_FIELDS)}", "--format=csv"], timeout))
 
             async def xids() -> list[Any]:
-                return parse_xid(await _run(conn, [dmesg], timeout))
+                return parse_xid(await _run(conn, name, [dmesg], timeout, max_bytes=MAX_DMESG_BYTES))
 
             r.gpus, r.xids = await asyncio.gather(part("nvidia-smi", gpus()), part("dmesg", xids()))
     return r

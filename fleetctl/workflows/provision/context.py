@@ -7,7 +7,11 @@ from typing import Any
 
 from sqlalchemy import select
 
+from fleetctl import hostio
 from fleetctl.workflows.provision.model import BMC_NIC_NAMES, PROVISIONING_DEFAULTS, ServerCtx
+
+#: The most a host may print in answer to the readiness probe (`true`, which prints nothing).
+PROBE_MAX_BYTES = 64 << 10
 
 
 def load_contexts(conn: Any, names: list[str]) -> dict[str, ServerCtx]:
@@ -99,8 +103,8 @@ async def ssh_ready(ep: dict[str, Any], timeout: float = 10.0) -> str | None:
     except (TimeoutError, OSError) as e:
         return f"{ep['host']}:{ep['port']}: {e.__class__.__name__}"
     try:
-        banner = await asyncio.wait_for(reader.readline(), timeout)
-    except (TimeoutError, OSError):
+        banner = await asyncio.wait_for(reader.readline(), timeout)  # at most the stream's limit (64 KiB)
+    except (TimeoutError, OSError, ValueError):  # ValueError: a "line" longer than the limit, so no banner
         banner = b""
     finally:
         writer.close()
@@ -113,9 +117,12 @@ async def ssh_ready(ep: dict[str, Any], timeout: float = 10.0) -> str | None:
     try:
         async with asyncssh.connect(ep["host"], port=ep["port"], username=ep["user"], client_keys=keys or None,
                                     known_hosts=kh, agent_path=None, connect_timeout=timeout) as conn:  # fmt: skip
-            done = await asyncio.wait_for(conn.run("true", check=False), timeout)
+            # `true` prints nothing: what a host prints anyway is read within a small bound (fleetctl.hostio)
+            done = await hostio.run(conn, "true", host=f"{ep['host']}:{ep['port']}", timeout=timeout, max_bytes=PROBE_MAX_BYTES)
             if done.exit_status != 0:
                 return f"`true` exited {done.exit_status}"
+    except hostio.HostOutputError as e:
+        return str(e)
     except (TimeoutError, OSError, asyncssh.Error) as e:
         return f"ssh {ep['user']}@{ep['host']}:{ep['port']}: {e}"
     return None
