@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -66,7 +66,7 @@ def add(
     show_plan(edit_site(edits.site_of_server(server), mutate, action="board.add", dry_run=dry_run, reason=reason), dry_run=dry_run)
 
 
-def _one_board(rows: list, name: str) -> dict:  # type: ignore[type-arg]
+def _one_board(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
     """The board an operator names: its serial, or SERIAL/POSITION where boards share a serial (GB200/GB300)."""
     from fleetctl.errors import InputError, NotFound
     from fleetctl.inventory.queries import is_board
