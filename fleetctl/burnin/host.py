@@ -47,8 +47,8 @@ _GEN_SPEED = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 # What is kept of a host's output (fleetctl.hostio bounds every read): a command's stdout (the largest real one, a
 # server's kernel log, is ~1 MB); a workload's output, its beginning and its end (gpu-burn's GPU names, its last
 # progress lines and verdicts; its error counts are cumulative, so the last line holds the most, while its best
-# Gflop/s is the best of the lines kept); dcgmi's JSON, whole
-# or not at all; a workload's stderr, its end (only lines naming a board are shown); telemetry samples per board.
+# Gflop/s is the best of the lines kept); dcgmi's JSON, whole or not at all; a workload's stderr, its end (only lines
+# naming a board are shown); telemetry samples per board.
 MAX_COMMAND_BYTES = hostio.MAX_OUTPUT_BYTES
 WORKLOAD_HEAD_BYTES = 256 << 10
 WORKLOAD_TAIL_BYTES = 1 << 20
@@ -115,7 +115,7 @@ async def _run(conn: Any, host: str, cmd: str, timeout: float, *, what: str, ok_
     try:
         done = await hostio.run(conn, cmd, host=host, timeout=timeout, max_bytes=max_bytes)
     except hostio.HostOutputError as e:
-        raise HostError(f"{what}: " + ("no answer within " + f"{timeout:g} s" if e.timed_out else str(e))) from e
+        raise HostError(f"{what}: no answer within {timeout:g} s" if e.timed_out else f"{what}: {e}") from e
     if done.exit_status not in ok_codes:
         err = done.last_error_line()
         raise HostError(f"{what}: exited {done.exit_status}" + (f": {err}" if err else ""))

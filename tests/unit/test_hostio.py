@@ -337,3 +337,15 @@ def test_provisioning_probe_reads_within_bounds() -> None:
 
     with host:
         asyncio.run(scenario())
+
+
+def test_burnin_telemetry_keeps_a_bounded_sample_of_the_whole_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fleetctl.burnin import host as burnin_host
+
+    monkeypatch.setattr(burnin_host, "MAX_SAMPLES_PER_BOARD", 100)
+    sampler = burnin_host._Sampler(time.monotonic())
+    for i in range(10_000):
+        sampler.add("GPU 0", n=i)
+    kept = [s["n"] for s in sampler.samples["GPU 0"]]
+    assert len(kept) <= 100
+    assert kept[0] == 0 and kept[-1] == 9_999 and kept == sorted(kept)  # thinned over the whole run, in order
