@@ -17,12 +17,13 @@ Specs (``fleetctl_lab.bmc.spec``, pydantic models, JSON round-trip)::
     LabBoard(kind: 'mncore2'|'gpu', serial, slot, pci_address='', model='',
              firmware={component: version}, max_lanes=16, pcie_gen='')
     LabServerSpec(name, serial='', model='Lab Server', manufacturer='Lab',
-                  system_id='' (flavour default: '1' generic/hpe, 'system'
-                  openbmc, 'Self' ami, 'System.Embedded.1' dell),
+                  system_id='' (flavour default: '1' generic/hpe/ilo6, 'system'
+                  openbmc, 'Self' ami, 'System.Embedded.1' dell/idrac9,
+                  'System_0' nvidia),
                   username='admin', password='labpass', nics=[], boards=[],
                   firmware={'BMC': ..., 'BIOS': ...}, power_watts_idle=None,
                   power_watts_peak=None,
-                  flavour='generic'|'hpe'|'openbmc'|'ami'|'dell',
+                  flavour='generic'|'hpe'|'openbmc'|'ami'|'dell'|'ilo6'|'idrac9'|'nvidia',
                   bios_attributes={}, address=None)
     LabConfig(state_dir=None, address_mode='port'|'address', host='127.0.0.1',
               base_port=0, base_address='127.10.0.1', port=8443,
@@ -37,8 +38,9 @@ Specs (``fleetctl_lab.bmc.spec``, pydantic models, JSON round-trip)::
     generate_specs(n, *, prefix='lab', mix=('mncore', 'gpu'),
                    flavours=('generic', 'hpe', 'openbmc', 'ami', 'dell'),
                    password='labpass', start=0) -> list[LabServerSpec]
-        MN-Core servers carry 4 MN-Core 2 boards, GPU servers 8 GPUs; both
-        have two NICs on PCIe cards. Names: '{prefix}-{mncore|gpu}-{i:05d}'.
+        MN-Core servers carry 4 MN-Core 2 boards, GPU servers 8 GPUs (4 on an
+        'nvidia' tray); both have two NICs on PCIe cards. Names:
+        '{prefix}-{mncore|gpu}-{i:05d}'.
 
 The lab (``fleetctl_lab.bmc.server``)::
 
@@ -74,7 +76,21 @@ True = 1: that many accelerator device nodes, the last boards, are absent on
 the host from its next boot; cleared, they are back at the next boot),
 ``wrong_cert`` (True: new TLS connections get a freshly generated
 self-signed certificate, another key, instead of the pinned one; cleared,
-the pinned one is back).
+the pinned one is back), ``nextlink_loop`` and ``nextlink_forever`` (True
+or a collection's name such as 'Processors': the collection is paged two
+members at a time and its last page links back to an earlier one, or every
+page links a new ``$skip`` forever), ``sensors_absent`` (True: a server that
+is not on reports its temperatures Absent, reading 0, thresholds 0, as the
+ilo6 flavour always does), ``board_no_serial`` (a slot, True = the highest:
+that board is shown without a SerialNumber).
+
+Flavours (``flavours.FLAVOURS``, vendor dialects as data): generic (DMTF),
+hpe (iLO 5), ilo6 (iLO 6/7: Oem.Hpe, both thermal/power generations and
+Sensors), dell (iDRAC naming), idrac9 (iDRAC 9 16G: Oem.Dell, GPUs also as
+Processors Video.Slot.N-1, PCIe ids bus-device, virtual media under the
+system), openbmc (bmcweb), ami (MegaRAC), nvidia (a GB200-like tray: systems
+System_0 and HGX_Baseboard_0, GPUs as Processors GPU_n in chassis
+HGX_GPU_n, the two GPUs of a processor module sharing one serial).
 
 Counters: ``power_on`` (Off -> On by request), ``power_off``,
 ``power_cycle`` (restarts of a running server: ForceRestart, GracefulRestart,
@@ -119,7 +135,8 @@ Redfish conventions of the lab
   ``/redfish/v1/TaskService/Tasks/{id}/Monitor`` (202 while Running, 200
   when Completed/Exception). A completed update changes the version at once.
 - Virtual media under ``Managers/{id}/VirtualMedia/{slot}`` with the
-  flavour's slot names (hpe '1'/'2', ami 'CD1', dell 'CD', openbmc 'Slot_0').
+  flavour's slot names (hpe and ilo6 '1'/'2', ami 'CD1', dell 'CD', openbmc
+  and nvidia 'Slot_0'); idrac9's under ``Systems/{id}/VirtualMedia/{1,2}``.
 - MN-Core 2 PCI ids, model string and PCIe generation are assumptions (not
   public); they live in ``resources.PCI_IDS`` and ``spec.LabBoard``.
 """
