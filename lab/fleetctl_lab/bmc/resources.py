@@ -225,8 +225,8 @@ def shown_serials(bmc: SimBMC) -> dict[int, str | None]:
     for i, b in enumerate(gpus):
         out[b.slot] = gpus[i - i % 2].serial
     hidden = bmc.board_without_serial()
-    if hidden in out:
-        out[hidden] = None  # type: ignore[index]
+    if hidden is not None and hidden in out:
+        out[hidden] = None
     return out
 
 
