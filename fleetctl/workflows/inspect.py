@@ -151,7 +151,13 @@ def compare(declared: Any, model: Any, facts: Any, models: list[Any] | None = No
     Returns the findings and ``edits``: ``boards`` (list of BoardSpec dicts to
     set, or None) and ``macs`` ({nic: mac} to fill), ``serial`` (to accept),
     ``fill_serial`` (for a placeholder serial), ``model`` and ``new_model`` (for
-    the placeholder model, matched against ``models`` when they are given).
+    the placeholder model, matched against ``models`` when they are given),
+    ``boards_filled`` (the boards change only where they were left open: a
+    serial reported at last, a module's twin numbered; applied without --accept).
+
+    Boards are compared by (serial, position); one the BMC reports without a
+    serial by its slot (``r.notes`` says "no serial reported"), recorded as
+    ``UNKNOWN-<server>-<n>`` (issue 20).
     """
     from fleetctl.inventory.edits import UNIDENTIFIED_MODEL, is_placeholder_serial
 
