@@ -269,8 +269,9 @@ def check(desired: Desired) -> list[str]:
     def board_mode(serial: str, shared: bool, what: str, where: tuple[Any, Any]) -> None:
         first = board_modes.setdefault(serial, (shared, what))
         if first[0] != shared:
-            problems.add(where, f"board serial {serial!r} is given {'with' if shared else 'without'} a position here and "
-                                f"{'with' if first[0] else 'without'} one by {first[1]}: boards sharing a serial each give theirs")  # fmt: skip
+            here, there = ("with" if shared else "without"), ("with" if first[0] else "without")
+            problems.add(where, f"board serial {serial!r} is given {here} a position here and {there} one by {first[1]}: "
+                                "boards sharing a serial each give theirs")  # fmt: skip
 
     for name, spec in desired.models.items():
         if spec.bios_profile and spec.bios_profile not in desired.bios_profiles:
