@@ -18,6 +18,10 @@ from typer.core import TyperCommand, TyperGroup
 
 from fleetctl.cli import state as cli_state
 
+# The engines' liveness checks (fleetctl.holders): any command may judge a lock a Temporal run holds, and this costs
+# no SDK import (the check imports it when first asked).
+from fleetctl.scaleout import liveness as _liveness  # noqa: F401
+
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 

@@ -8,27 +8,13 @@ the store, and the plan applied in one transaction (or only shown, with
 
 from __future__ import annotations
 
-import getpass
-import os
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fleetctl.errors import InventoryError, NotFound
+from fleetctl.holders import actor  # (defined below the store; many callers import it from here)
 from fleetctl.inventory.plan import Plan
-
-
-def actor() -> str:
-    """Who is acting, for the audit log."""
-    explicit = os.environ.get("FLEETCTL_ACTOR")
-    if explicit:
-        return explicit
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no login variable and no passwd entry (KeyError before 3.13, OSError since)
-        user = f"uid{os.getuid()}"
-    return f"{user}@{socket.gethostname()}"
 
 
 def _integrity(e: Exception) -> InventoryError:
@@ -167,14 +153,19 @@ def export_inventory(url: str | None = None, site_names: set[str] | None = None)
         return read_inventory(conn, site_names)
 
 
-def set_board_state(serial: str, state: str, *, reason: str | None = None, dry_run: bool = False, url: str | None = None) -> str:
-    """Mark a board ok, suspect, failed, rma or unknown; returns the old state."""
-    from sqlalchemy import insert, select, update
+def set_board_state(serial: str, state: str, *, reason: str | None = None, dry_run: bool = False, force: bool = False,
+                    url: str | None = None) -> str:  # fmt: skip
+    """Move a board to ok, suspect, failed, rma or unknown along the board table; returns the old state.
+
+    ``force`` makes a move the table refuses (audited as forced). A dry run
+    checks the move as it would be made, then rolls it back.
+    """
+    from sqlalchemy import select
 
     from fleetctl.errors import InputError
+    from fleetctl.lifecycle.boards import move_board
     from fleetctl.lifecycle.states import BoardState
-    from fleetctl.models import AcceleratorBoard, Event
-    from fleetctl.models.base import utcnow
+    from fleetctl.models import AcceleratorBoard
     from fleetctl.store import write_transaction
 
     try:
@@ -187,25 +178,17 @@ def set_board_state(serial: str, state: str, *, reason: str | None = None, dry_r
     with write_transaction(url) as conn:
         # A board is its serial, or SERIAL/POSITION where boards share a serial (GB200/GB300 modules).
         where = bt.c.serial == serial
-        rows = conn.execute(select(bt.c.state, bt.c.position).where(where)).all()
+        rows = conn.execute(select(bt.c.id, bt.c.state, bt.c.position).where(where)).all()
         head, _, pos = serial.rpartition("/")
         if not rows and head and pos.isdigit():
             where = (bt.c.serial == head) & (bt.c.position == int(pos))
-            rows = conn.execute(select(bt.c.state, bt.c.position).where(where)).all()
+            rows = conn.execute(select(bt.c.id, bt.c.state, bt.c.position).where(where)).all()
         if not rows:
             raise NotFound(f"no board with serial {serial!r}")
         if len(rows) > 1:
             positions = ", ".join(f"{serial}/{r.position}" for r in sorted(rows, key=lambda r: r.position or 0))
             raise InputError(f"{len(rows)} boards share serial {serial!r}: name one ({positions})", field="SERIAL")
-        old = rows[0].state
+        old = move_board(conn, rows[0].id, state, actor=actor(), reason=reason, expected=rows[0].state, force=force)
         if dry_run:
             conn.rollback()
-            return old
-        conn.execute(update(bt).where(where).values(state=state))
-        conn.execute(
-            insert(Event.__table__).values(
-                at=utcnow(), actor=actor(), action="board.state", object_kind="board", object_name=serial,
-                detail=f"{old} -> {state}", reason=reason,
-            )  # fmt: skip
-        )
     return old

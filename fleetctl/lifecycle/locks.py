@@ -7,84 +7,28 @@ that succeeds only where ``reservation IS NULL``, so it works the same on
 SQLite and PostgreSQL. A worker that dies leaves its lock: `fleetctl server
 unlock` (or ``break_stale``) recovers it once its owner is gone.
 
-Who holds a lock travels as a :class:`Holder` and a refusal as a
-:class:`Refused` (holder, since, purpose); the text is made from them only
-where a person reads it.
+Who holds a lock travels as a :class:`~fleetctl.holders.Holder` (defined
+below the store, which reads reservations too; whether it still runs is asked
+through the checks the engines register there, so the lock knows no engine)
+and a refusal as a :class:`Refused` (holder, since, purpose); the text is made
+from them only where a person reads it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 
-from fleetctl.errors import FleetError, Locked
+from fleetctl.errors import Locked
+from fleetctl.holders import Holder, actor
+from fleetctl.models.base import utcnow
 from fleetctl.store import immediate
-
-TEMPORAL_MARK = ":temporal:"
-
-
-@dataclass(frozen=True)
-class Holder:
-    """Who holds a lock: ``user:host:pid`` in the reservation column, or ``user:temporal:WORKFLOW`` for a run on Temporal.
-
-    ``host`` and ``pid`` are None when the stored value is not of either form
-    (a lock taken by hand): such a holder is never taken for gone. A run on
-    Temporal outlives the worker process that locked for it: its holder is
-    its parent workflow, gone once Temporal says that workflow is closed.
-    """
-
-    user: str
-    host: str | None = None
-    pid: int | None = None
-    workflow: str | None = None
-
-    @classmethod
-    def parse(cls, value: str) -> Holder:
-        user, mark, workflow = value.partition(TEMPORAL_MARK)
-        if mark and workflow and not workflow.isdigit():  # (a job id after the mark: an older form, never taken for gone)
-            return cls(user, workflow=workflow)
-        parts = value.rsplit(":", 2)
-        if len(parts) == 3 and parts[2].isdigit() and str(int(parts[2])) == parts[2] and parts[1] != "temporal":
-            return cls(parts[0], parts[1], int(parts[2]))
-        return cls(value)
-
-    @classmethod
-    def of_workflow(cls, user: str, workflow: str | None) -> Holder:
-        """A run on Temporal, held by its parent workflow (an activity's ``workflow_id``, never None in a workflow)."""
-        if not workflow or workflow.isdigit():
-            raise FleetError(f"a run on Temporal is held by its workflow's id, not {workflow!r}")
-        return cls(user, workflow=workflow)
-
-    @classmethod
-    def me(cls) -> Holder:
-        """This process."""
-        from fleetctl.inventory.service import actor
-
-        return cls(actor(), socket.gethostname(), os.getpid())
-
-    def alive(self) -> bool | None:
-        """Whether the process (or workflow) holding the lock still runs (None: another host, or unknown)."""
-        if self.workflow is not None:
-            from fleetctl.scaleout.client import workflow_running
-
-            return workflow_running(self.workflow)
-        if self.host is None or self.pid is None or self.host != socket.gethostname():
-            return None
-        from fleetctl.procs import pid_alive
-
-        return pid_alive(self.pid)
-
-    def __str__(self) -> str:
-        if self.workflow is not None:
-            return f"{self.user}{TEMPORAL_MARK}{self.workflow}"
-        return self.user if self.host is None else f"{self.user}:{self.host}:{self.pid}"
+from fleetctl.store import tables as T
 
 
 @dataclass(frozen=True)
@@ -151,9 +95,6 @@ def owner_id() -> str:
 
 def try_lock(engine: Any, names: list[str], *, purpose: str, owner: str | None = None) -> tuple[list[str], dict[str, Refused]]:
     """Lock what can be locked; return (locked, {name: why not})."""
-    from fleetctl.models.base import utcnow
-    from fleetctl.store import tables as T
-
     owner = owner or owner_id()
     got: list[str] = []
     refused: dict[str, Refused] = {}
@@ -178,7 +119,6 @@ def try_lock(engine: Any, names: list[str], *, purpose: str, owner: str | None =
 
 
 def release(engine: Any, names: list[str], *, owner: str | None = None) -> None:
-    from fleetctl.store import tables as T
 
     owner = owner or owner_id()
     with immediate(engine) as conn:
@@ -205,7 +145,6 @@ def acquire(engine: Any, names: list[str], *, purpose: str) -> Iterator[list[str
 
 def break_lock(engine: Any, name: str, *, force: bool = False) -> Holder | None:
     """Clear a lock whose owner is gone (or any, with force); return the old holder."""
-    from fleetctl.store import tables as T
 
     with engine.connect() as conn:
         row = conn.execute(
@@ -234,11 +173,7 @@ def lock_recovering(engine: Any, names: list[str], *, purpose: str, reason: str,
     A workflow killed with its servers locked leaves its locks; the re-run that
     resumes it takes them back here. Returns (locked, {name: why not}).
     """
-    from sqlalchemy import insert
 
-    from fleetctl.inventory.service import actor
-    from fleetctl.models.base import utcnow
-    from fleetctl.store import tables as T
 
     owner = owner or owner_id()
     got, busy = try_lock(engine, names, purpose=purpose, owner=owner)

@@ -13,6 +13,8 @@ import asyncio
 import signal
 from collections.abc import Callable
 
+# A worker's activities judge locks Temporal runs hold (fleetctl.holders): the engine's check is registered here too.
+from fleetctl.scaleout import liveness as _liveness  # noqa: F401
 from fleetctl.scaleout.client import check_store, connect
 from fleetctl.scaleout.queues import CONTROL_QUEUE, site_queue
 

@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from fleetctl.errors import StoreError
 
+# The reservation's format (user:host:pid, user:temporal:WORKFLOW) has one definition, below the store.
+from fleetctl.holders import Holder
+
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
     from sqlmodel import Session
@@ -164,10 +167,6 @@ def live_holders(engine: Engine) -> list[str]:
     import socket
 
     from sqlalchemy import inspect, text
-
-    # The reservation's format (user:host:pid) has one definition, the lock's;
-    # imported here, at call time, as the store is below the lifecycle.
-    from fleetctl.lifecycle.locks import Holder
 
     found: list[str] = []
     with engine.connect() as conn:

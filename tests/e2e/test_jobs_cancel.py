@@ -372,6 +372,8 @@ def test_cancel_stops_a_temporal_provision_run(site_lab, cli, temporal, workers,
         args = args if isinstance(args, dict) else json.loads(args)
         assert args["engine"] == "temporal", args
         # The servers are locked by the run's parent workflow, which Temporal says runs: never taken for gone.
+        # (Asked through the engine's registered check, as a command's process has it from the CLI's wiring.)
+        import fleetctl.scaleout.liveness  # noqa: F401
         from fleetctl.lifecycle.locks import Holder
 
         held = {r for (r,) in _q("SELECT reservation FROM server WHERE reservation IS NOT NULL")}
