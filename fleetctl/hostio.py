@@ -20,6 +20,13 @@ buffers, whose flow control does not bound them: see :func:`_session_type`),
 so memory is bounded by the caps plus a packet whatever the host sends.
 Output is read as bytes and decoded with replacement, so bytes that are not
 UTF-8 cannot stop a read with a decoding error.
+
+The one runner of host commands: :func:`connect` opens a
+:class:`~fleetctl.interfaces.host.HostTarget` and gives a :class:`Session`
+(``run``, ``stream``, ``batch``: several commands in one round trip);
+:func:`each` runs one coroutine per host with bounded concurrency. Every
+reader of a host (provisioning's probe, burn-in, the sweep's host level, the
+accelerator drivers through the session they are given) goes through them.
 """
 
 from __future__ import annotations
@@ -28,13 +35,20 @@ import asyncio
 import contextlib
 import functools
 import re
+import secrets
+import shlex
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from fleetctl.errors import DriverError
+from fleetctl.interfaces.host import BatchPart, HostTarget
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: Bytes of stdout kept from one command unless the caller says otherwise. The largest real outputs fleetctl reads
 #: (a server's kernel log, ``nvidia-smi -q -x`` of 8 GPUs) are around 1 MB; a command that prints more than 16 times
@@ -305,3 +319,128 @@ class KeptLines:
 
     def text(self) -> str:
         return "\n".join(self.lines())
+
+
+# --- the runner: one SSH connection per host, every read above bounded ----------------------------------------------
+
+
+class HostUnreachable(DriverError):
+    """No SSH session could be opened to a host; the message names the endpoint and why."""
+
+
+class Session:
+    """One open SSH connection to ``target`` (:func:`connect`); the reads of this module, bound to it.
+
+    Errors are named after ``target.name``. A broken connection raises
+    asyncssh's error or OSError (the caller reports it for the host).
+    """
+
+    def __init__(self, conn: Any, target: HostTarget) -> None:
+        self.conn = conn
+        self.target = target
+
+    async def run(self, command: str, *, timeout: float, max_bytes: int = MAX_OUTPUT_BYTES,
+                  max_stderr: int = MAX_STDERR_BYTES) -> Output:  # fmt: skip
+        """:func:`run` on this host."""
+        return await run(self.conn, command, host=self.target.name, timeout=timeout, max_bytes=max_bytes, max_stderr=max_stderr)
+
+    async def stream(self, command: str, *, deadline: float, on_line: Callable[[str, str], None],
+                     max_line: int = MAX_LINE_BYTES) -> tuple[int | None, bool]:  # fmt: skip
+        """:func:`stream` on this host."""
+        return await stream(self.conn, command, deadline=deadline, on_line=on_line, max_line=max_line)
+
+    async def batch(self, commands: Mapping[str, str], *, timeout: float, max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, BatchPart]:
+        """Several shell commands in one round trip: one process on the host, one SSH channel.
+
+        Each command runs in turn in the same shell (``{ command; }``), its
+        stdout framed by markers of a token made for this batch, so a
+        command's own output cannot end its part. The whole batch's stdout is
+        bounded by ``max_bytes`` and its time by ``timeout``, as one command.
+        A command's exit status is its own; the batch's is ignored. A part
+        whose markers are missing (the shell died) is absent from the result.
+
+        Raises:
+            HostOutputError: the batch printed more than ``max_bytes`` or did not end within ``timeout``.
+        """
+        script, token = batch_script(commands)
+        done = await self.run(script, timeout=timeout, max_bytes=max_bytes)
+        return parse_batch(done.stdout, token)
+
+
+def batch_script(commands: Mapping[str, str]) -> tuple[str, str]:
+    """The shell script of a batch, and its marker token (see :meth:`Session.batch`)."""
+    token = secrets.token_hex(6)
+    parts = []
+    for name in commands:
+        if not name.isidentifier():
+            raise ValueError(f"a batch part's name must be an identifier, not {name!r}")
+        # the end marker starts on a line of its own: a last line printed without a newline stays the command's
+        parts.append(f"echo {shlex.quote(f'@@{token} {name}')}; {{ {commands[name]}\n}}; printf '\\n@@{token} {name} rc %s\\n' $?")
+    return "\n".join(parts) + "\ntrue", token
+
+
+def parse_batch(stdout: str, token: str) -> dict[str, BatchPart]:
+    """The parts of a batch's stdout (:func:`batch_script`), by name."""
+    out: dict[str, BatchPart] = {}
+    pos = 0
+    head = re.compile(rf"^@@{token} (\w+)\n", re.M)
+    while (m := head.search(stdout, pos)) is not None:
+        name = m.group(1)
+        end = re.compile(rf"\n@@{token} {name} rc (\d*)\n").search(stdout, m.end())
+        if end is None:  # the shell died within this part
+            break
+        out[name] = BatchPart(stdout[m.end() : end.start()], int(end.group(1)) if end.group(1) else None)
+        pos = end.end()
+    return out
+
+
+@asynccontextmanager
+async def connect(target: HostTarget, *, timeout: float) -> AsyncIterator[Session]:
+    """An SSH session to ``target``, closed on leaving; the connection (TCP, SSH, login) within ``timeout`` seconds.
+
+    No agent is asked (only the site's key); the host key is checked against
+    ``target.known_hosts`` when ``target.strict``.
+
+    Raises:
+        HostUnreachable: ``ssh USER@ADDRESS:PORT: why`` (refused, timed out, the key refused, a host key mismatch).
+    """
+    import asyncssh
+
+    keys = [target.key_file] if target.key_file else None
+    kh = target.known_hosts if target.strict else None
+    try:
+        conn = await asyncio.wait_for(asyncssh.connect(target.address, port=target.port, username=target.user, client_keys=keys,
+                                                       known_hosts=kh, agent_path=None, connect_timeout=timeout), timeout)  # fmt: skip
+    except (TimeoutError, OSError, asyncssh.Error) as e:
+        raise HostUnreachable(f"ssh {target.where}: {e or type(e).__name__}") from e
+    async with conn:
+        yield Session(conn, target)
+
+
+async def each(items: Iterable[T], fn: Callable[[T], Awaitable[R]], *, concurrency: int) -> list[R]:
+    """``fn(item)`` for every item, at most ``concurrency`` at once; the results in the items' order."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(item: T) -> R:
+        async with gate:
+            return await fn(item)
+
+    return list(await asyncio.gather(*(one(i) for i in items)))
+
+
+# --- a command in a session of its own, so that a hung one is killed whole ------------------------------------------
+
+
+def stop_leftover_script(work: str) -> str:
+    """Kill the session a previous run left running (its id in ``<work>/pgid``), then forget it; prints ``stopped PGID``."""
+    d = shlex.quote(work)
+    return (f"mkdir -p {d} && if [ -f {d}/pgid ]; then p=$(cat {d}/pgid); "
+            f'if [ -n "$p" ] && env kill -0 -- -"$p" 2>/dev/null; then env kill -KILL -- -"$p" 2>/dev/null; echo "stopped $p"; fi; '
+            f"rm -f {d}/pgid; fi; true")  # fmt: skip
+
+
+def session_script(work: str, body: str) -> str:
+    """``body`` in a new session whose id is written to ``<work>/pgid`` (removed when it ends)."""
+    d = shlex.quote(work)
+    inner = f"echo $$ > {d}/pgid; {body}; rc=$?; rm -f {d}/pgid; exit $rc"
+    return f"mkdir -p {d} && exec setsid -w sh -c {shlex.quote(inner)}"

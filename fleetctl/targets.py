@@ -14,6 +14,7 @@ the ``export FLEETCTL_DB=...`` line that selects it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -259,3 +260,54 @@ def snmp_targets(switches: list[SwitchRef], *, timeout: float | None = None,
             targets.append(SnmpTarget(name=s.name, host=s.address, port=s.snmp_port or 161, version="2c", community=cred.password,
                                       **timing))  # fmt: skip
     return targets, unreachable
+
+
+def host_target(name: str, hostvars: Mapping[str, Any], provisioning: Mapping[str, Any] | None) -> Any:
+    """How to reach a server's installed OS (a :class:`~fleetctl.interfaces.host.HostTarget`), as the inventory says.
+
+    The server's ``host`` (``host[:port]``, in the Ansible variables as
+    ansible_host/ansible_port) or its name on port 22; the site's SSH user and
+    key (``provisioning``: the site's settings, None when it has none). With
+    the site's ``known_hosts`` the host key is checked strictly against that
+    file; without it, a freshly installed host's new key is accepted (Ansible
+    is told to record it in fleetctl's own known_hosts, and checks it from
+    then on).
+    """
+    from fleetctl.config import data_dir
+    from fleetctl.interfaces.host import HostTarget
+
+    prov = provisioning or {}
+    known = prov.get("known_hosts")
+    return HostTarget(name=name, address=str(hostvars.get("ansible_host", name)), port=int(hostvars.get("ansible_port", 22)),
+                      user=str(prov.get("ssh_user") or "root"), key_file=prov.get("ssh_key") or None,
+                      known_hosts=str(known or data_dir() / "known_hosts"), strict=bool(known))  # fmt: skip
+
+
+def resolve_hosts(conn: Any, names: list[str]) -> dict[str, Any]:
+    """The hosts of the named servers (:class:`~fleetctl.interfaces.host.HostRef` by name), in a few queries.
+
+    Each carries its :class:`HostTarget`, the inventory's host variables (the
+    accelerator tools' paths and folders) and its model's board kind: what
+    burn-in and the sweep's host level need, and nothing of provisioning's
+    plan. A name that is not a server is left out.
+    """
+    from fleetctl.interfaces.host import HostRef
+    from fleetctl.inventory.ansible import _hosts
+    from fleetctl.inventory.queries import hm_t, rack_t, site_provisioning, site_t, srv_t
+
+    rows = conn.execute(
+        select(srv_t.c.name, site_t.c.name.label("site"), hm_t.c.name.label("model"), hm_t.c.board_kind)
+        .join(rack_t, rack_t.c.id == srv_t.c.rack_id)
+        .join(site_t, site_t.c.id == rack_t.c.site_id)
+        .join(hm_t, hm_t.c.id == srv_t.c.model_id)
+        .where(srv_t.c.name.in_(names))
+    ).all()
+    provs: dict[str, Mapping[str, Any] | None] = {}
+    hosts = _hosts(conn, servers_only=set(names))
+    out: dict[str, Any] = {}
+    for r in rows:
+        if r.site not in provs:
+            provs[r.site] = site_provisioning(conn, r.site)
+        hv = dict(hosts.get(r.name, {}).get("vars") or {})
+        out[r.name] = HostRef(host_target(r.name, hv, provs[r.site]), hv, r.board_kind, r.model)
+    return {n: out[n] for n in names if n in out}

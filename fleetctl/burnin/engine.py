@@ -214,8 +214,7 @@ def plan(conn: Any, *, kind: str, targets: list[str], level: str, duration: floa
             in the inventory.
     """
     from fleetctl.store import tables as T
-    from fleetctl.targets import resolve
-    from fleetctl.workflows.provision.context import host_endpoint, load_contexts
+    from fleetctl.targets import resolve, resolve_hosts
 
     if kind not in BOARD_KINDS:
         raise InputError(f"burn-in of {kind!r} boards: give --mncore or --gpu", field="--mncore/--gpu")
@@ -263,23 +262,39 @@ def plan(conn: Any, *, kind: str, targets: list[str], level: str, duration: floa
     if no_boards:
         raise InputError(f"{', '.join(no_boards[:5])}: no {what} board in the inventory (inspect it first: `fleetctl server inspect`)",
                          field="TARGET")  # fmt: skip
-    ctxs = load_contexts(conn, [r.name for r in chosen]) if chosen else {}
+    hosts = resolve_hosts(conn, [r.name for r in chosen]) if chosen else {}
+    baselines = _baselines(conn, [r.name for r in chosen])
     out: list[ServerPlan] = []
     for r in chosen:
-        ctx = ctxs[r.name]
-        ep = host_endpoint(ctx)
-        if ep.get("key_file") and not os.path.exists(str(ep["key_file"])):
-            raise InputError(f"{r.name}: the site's SSH key {ep['key_file']} does not exist", field="ssh_key")
+        h = hosts[r.name]
+        if h.target.key_file and not os.path.exists(h.target.key_file):
+            raise InputError(f"{r.name}: the site's SSH key {h.target.key_file} does not exist", field="ssh_key")
         lvl = criteria.level(kind, level)
-        job = HostJob(server=r.name, endpoint=ep, hostvars=ctx.hostvars, kind=kind, boards=boards[r.name], model=ctx.model,
+        job = HostJob(server=r.name, target=h.target, hostvars=dict(h.hostvars), kind=kind, boards=boards[r.name], model=h.model,
                       seconds=seconds, dcgm_level=lvl.dcgm_level if kind == "gpu" else None,
                       grace=grace if grace is not None else max(30.0, seconds * 0.25),
                       interval=interval if interval is not None else max(1.0, min(30.0, seconds / 20)), force=force)  # fmt: skip
-        out.append(ServerPlan(r.name, r.id, rows[r.name].state, ctx.model, ctx.board_kind or "", boards[r.name], job, r, ctx.baseline))
+        out.append(ServerPlan(r.name, r.id, rows[r.name].state, h.model or "", h.board_kind or "", boards[r.name], job, r,
+                              baselines.get(r.name, {})))  # fmt: skip
     from fleetctl.preflight import for_burnin
 
     for_burnin([sp.ref for sp in out]).refuse()  # preflight (#13): the BMC credentials, every problem in one refusal (exit 2)
     return Plan(kind, level, seconds, out, criteria, " ".join(targets) or "due", not named, skipped)
+
+
+def _baselines(conn: Any, names: list[str]) -> dict[str, dict[str, str]]:
+    """The firmware baseline of each named server's hardware model: ``{server: {component: version}}``."""
+    from fleetctl.store import tables as T
+
+    if not names:
+        return {}
+    q = (select(T.server.c.name, T.firmware_baseline.c.component, T.firmware_baseline.c.version)
+         .join(T.firmware_baseline, T.firmware_baseline.c.model_id == T.server.c.model_id)
+         .where(T.server.c.name.in_(names)))  # fmt: skip
+    out: dict[str, dict[str, str]] = {}
+    for r in conn.execute(q):
+        out.setdefault(r.name, {})[r.component] = r.version
+    return out
 
 
 # --- the run ----------------------------------------------------------------------------

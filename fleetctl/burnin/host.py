@@ -34,6 +34,8 @@ from typing import Any
 
 from fleetctl import hostio
 from fleetctl.burnin.verdict import BoardObservation
+from fleetctl.hostio import session_script, stop_leftover_script
+from fleetctl.interfaces.host import HostTarget
 
 #: What nvidia-smi is asked for before and after the workload.
 GPU_CHECK_FIELDS = ("index", "serial", "pci.bus_id", "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
@@ -71,7 +73,7 @@ class InvBoard:
 @dataclass
 class HostJob:
     server: str
-    endpoint: dict[str, Any]  # provision's host_endpoint()
+    target: HostTarget  # how to reach its OS (fleetctl.targets.host_target)
     hostvars: dict[str, Any]
     kind: str  # mncore, gpu
     boards: list[InvBoard]
@@ -120,21 +122,6 @@ async def _run(conn: Any, host: str, cmd: str, timeout: float, *, what: str, ok_
         err = done.last_error_line()
         raise HostError(f"{what}: exited {done.exit_status}" + (f": {err}" if err else ""))
     return done.stdout
-
-
-def stop_leftover_script(work: str) -> str:
-    """Kill the session a previous burn-in left running (its id in ``pgid``), then forget it."""
-    d = shlex.quote(work)
-    return (f"mkdir -p {d} && if [ -f {d}/pgid ]; then p=$(cat {d}/pgid); "
-            f'if [ -n "$p" ] && env kill -0 -- -"$p" 2>/dev/null; then env kill -KILL -- -"$p" 2>/dev/null; echo "stopped $p"; fi; '
-            f"rm -f {d}/pgid; fi; true")  # fmt: skip
-
-
-def session_script(work: str, body: str) -> str:
-    """``body`` in a new session whose id is written to ``<work>/pgid`` (removed when it ends)."""
-    d = shlex.quote(work)
-    inner = f"echo $$ > {d}/pgid; {body}; rc=$?; rm -f {d}/pgid; exit $rc"
-    return f"mkdir -p {d} && exec setsid -w sh -c {shlex.quote(inner)}"
 
 
 def mncore_pci(device: str) -> str:
@@ -205,18 +192,9 @@ async def burn(job: HostJob) -> HostOutcome:
     import asyncssh
 
     out = HostOutcome()
-    ep = job.endpoint
-    keys = [ep["key_file"]] if ep.get("key_file") else None
-    kh = ep.get("known_hosts") if ep.get("strict") else None
     try:
-        conn = await asyncio.wait_for(asyncssh.connect(ep["host"], port=ep["port"], username=ep["user"], client_keys=keys,
-                                                       known_hosts=kh, agent_path=None, connect_timeout=job.connect_timeout),
-                                      job.connect_timeout)  # fmt: skip
-    except (TimeoutError, OSError, asyncssh.Error) as e:
-        out.error = f"ssh {ep['user']}@{ep['host']}:{ep['port']}: {e or type(e).__name__}"
-        return out
-    try:
-        async with conn:
+        async with hostio.connect(job.target, timeout=job.connect_timeout) as host:
+            conn = host.conn
             work = burnin_dir(job.hostvars)
             t = time.monotonic()
             left = await _run(conn, job.server, stop_leftover_script(work), job.command_timeout, what="stopping a leftover burn-in")
@@ -227,10 +205,12 @@ async def burn(job: HostJob) -> HostOutcome:
                 await _mncore(conn, job, out, work)
             else:
                 await _gpu(conn, job, out, work)
+    except hostio.HostUnreachable as e:
+        out.error = str(e)
     except HostError as e:
         out.error = str(e)
     except (OSError, asyncssh.Error) as e:
-        out.error = f"ssh {ep['host']}:{ep['port']}: the connection broke: {e or type(e).__name__}"
+        out.error = f"ssh {job.target.address}:{job.target.port}: the connection broke: {e or type(e).__name__}"
     return out
 
 

@@ -341,13 +341,13 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
     hosts: dict[str, Any] = {}
     if opts.level == "host":
         from fleetctl.sweep.host import HOST_STATES, read_hosts
-        from fleetctl.workflows.provision.context import load_contexts
+        from fleetctl.targets import resolve_hosts
 
         up = [s.name for s in servers if s.state in HOST_STATES]
         if up:
             with engine.connect() as c:
-                contexts = load_contexts(c, up)
-            hosts = await read_hosts(contexts, timeout=opts.request_timeout * 2)
+                refs = resolve_hosts(c, up)
+            hosts = await read_hosts(refs, timeout=opts.request_timeout * 2)
 
     def tick(name: str, status: Status) -> None:
         nonlocal done

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetctl import hostio
+from fleetctl.interfaces.host import HostRef
 
 #: Lifecycle states in which the installed OS should answer over SSH.
 HOST_STATES = frozenset({"ready", "in-service", "maintenance"})
@@ -59,20 +60,17 @@ async def _run(conn: Any, host: str, argv: list[str], timeout: float, *, max_byt
     return done.stdout
 
 
-async def read_host(name: str, ep: dict[str, Any], hostvars: dict[str, Any], board_kind: str | None, *,
-                    timeout: float = 20.0) -> HostReading:  # fmt: skip
+async def read_host(ref: HostRef, *, timeout: float = 20.0) -> HostReading:
     """One SSH session to the host; each tool on its own (one that fails is that part's error)."""
-    import asyncssh
-
     r = HostReading()
-    keys = [ep["key_file"]] if ep.get("key_file") else None
-    kh = ep.get("known_hosts") if ep.get("strict") else None
+    name, hostvars, board_kind = ref.target.name, ref.hostvars, ref.board_kind
     try:
-        conn = await asyncio.wait_for(asyncssh.connect(ep["host"], port=ep["port"], username=ep["user"], client_keys=keys,
-                                                       known_hosts=kh, agent_path=None, connect_timeout=timeout), timeout)  # fmt: skip
-    except (TimeoutError, OSError, asyncssh.Error) as e:
-        r.error = f"{name}: ssh {ep['user']}@{ep['host']}:{ep['port']}: {e or type(e).__name__}"
+        opened = hostio.connect(ref.target, timeout=timeout)
+        host = await opened.__aenter__()
+    except hostio.HostUnreachable as e:
+        r.error = f"{name}: {e}"
         return r
+    conn = host.conn
 
     async def part(label: str, coro: Any) -> Any:
         try:
@@ -84,7 +82,7 @@ async def read_host(name: str, ep: dict[str, Any], hostvars: dict[str, Any], boa
     from fleetctl_drivers.accel.mncore import parse_gpfn3_list
     from fleetctl_drivers.accel.nvidia import parse_query_gpu_csv, parse_xid
 
-    async with conn:
+    try:
         if board_kind in ("mncore2", "mncore"):
             smi = str(hostvars.get("fleetctl_smi_cmd") or "gpfn3-smi")
             glob = str(hostvars.get("fleetctl_dev_glob") or "/dev/mnc2p*")
@@ -108,21 +106,18 @@ async def read_host(name: str, ep: dict[str, Any], hostvars: dict[str, Any], boa
                 return parse_xid(await _run(conn, name, [dmesg], timeout, max_bytes=MAX_DMESG_BYTES))
 
             r.gpus, r.xids = await asyncio.gather(part("nvidia-smi", gpus()), part("dmesg", xids()))
+    finally:
+        await opened.__aexit__(None, None, None)
     return r
 
 
-async def read_hosts(contexts: dict[str, Any], *, concurrency: int = 50, timeout: float = 20.0) -> dict[str, HostReading]:
-    """Every host of ``contexts`` (provision's ServerCtx by name), at most ``concurrency`` at once."""
-    from fleetctl.workflows.provision.context import host_endpoint
+async def read_hosts(hosts: dict[str, HostRef], *, concurrency: int = 50, timeout: float = 20.0) -> dict[str, HostReading]:
+    """Every host of ``hosts`` (``fleetctl.targets.resolve_hosts``), at most ``concurrency`` at once."""
 
-    gate = asyncio.Semaphore(max(1, concurrency))
+    async def one(ref: HostRef) -> HostReading:
+        try:
+            return await asyncio.wait_for(read_host(ref, timeout=timeout), timeout * 3)
+        except TimeoutError:
+            return HostReading(error=f"{ref.target.name}: the host did not finish within {timeout * 3:g} s")
 
-    async def one(name: str, ctx: Any) -> tuple[str, HostReading]:
-        async with gate:
-            try:
-                return name, await asyncio.wait_for(read_host(name, host_endpoint(ctx), ctx.hostvars, ctx.board_kind,
-                                                              timeout=timeout), timeout * 3)  # fmt: skip
-            except TimeoutError:
-                return name, HostReading(error=f"{name}: the host did not finish within {timeout * 3:g} s")
-
-    return dict(await asyncio.gather(*(one(n, c) for n, c in contexts.items())))
+    return dict(zip(hosts, await hostio.each(hosts.values(), one, concurrency=concurrency), strict=True))

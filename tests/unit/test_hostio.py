@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from fleetctl import hostio
+from fleetctl.interfaces.host import BatchPart
 
 asyncssh = pytest.importorskip("asyncssh")
 
@@ -118,9 +119,10 @@ class Host:
         self._child.kill()
         self._child.join(5)
 
-    def endpoint(self) -> dict[str, Any]:
-        return {"host": "127.0.0.1", "port": self.port, "user": "fleet", "key_file": None, "known_hosts": None,
-                "strict": False, "vars": {}}  # fmt: skip
+    def endpoint(self) -> Any:
+        from fleetctl.interfaces.host import HostTarget
+
+        return HostTarget(name="gpu-07", address="127.0.0.1", port=self.port, user="fleet")
 
     def connect(self) -> Any:
         return asyncssh.connect("127.0.0.1", self.port, username="fleet", known_hosts=None, client_keys=None, agent_path=None)
@@ -221,13 +223,14 @@ def test_kept_lines_keep_head_and_tail_within_budget() -> None:
 
 
 def test_host_sweep_reads_within_bounds_and_names_the_host() -> None:
+    from fleetctl.interfaces.host import HostRef
     from fleetctl.sweep import host as sweep_host
 
     host = Host({"nvidia-smi": flood(b"0, 1650522003820, 00000000:3B:00.0, 45, 0, 0, 0, No, 4, 4, 16, 16\n"), "dmesg": flood()})
 
     async def scenario() -> None:
         with peak() as got:
-            r = await sweep_host.read_host("gpu-07", host.endpoint(), {}, "gpu", timeout=60)
+            r = await sweep_host.read_host(HostRef(host.endpoint(), {}, "gpu"), timeout=60)
         assert r.error is None and r.gpus is None and r.xids is None
         assert r.errors["nvidia-smi"].startswith("gpu-07: `nvidia-smi --query-gpu=index,serial")
         assert f"printed more than {sweep_host.MAX_TOOL_BYTES} bytes" in r.errors["nvidia-smi"]
@@ -239,10 +242,10 @@ def test_host_sweep_reads_within_bounds_and_names_the_host() -> None:
         asyncio.run(scenario())
 
 
-def _gpu_job(endpoint: dict[str, Any], **kw: Any) -> Any:
+def _gpu_job(endpoint: Any, **kw: Any) -> Any:
     from fleetctl.burnin.host import HostJob, InvBoard
 
-    return HostJob(server="gpu-07", endpoint=endpoint, hostvars={"fleetctl_burnin_dir": "/tmp/fleetctl-test-burnin"}, kind="gpu",
+    return HostJob(server="gpu-07", target=endpoint, hostvars={"fleetctl_burnin_dir": "/tmp/fleetctl-test-burnin"}, kind="gpu",
                    boards=[InvBoard(serial="1650522003820", kind="gpu", slot=0)], model="test", seconds=1.0, grace=2.0,
                    interval=60.0, command_timeout=60.0, **kw)  # fmt: skip
 
@@ -349,3 +352,33 @@ def test_burnin_telemetry_keeps_a_bounded_sample_of_the_whole_run(monkeypatch: p
     kept = [s["n"] for s in sampler.samples["GPU 0"]]
     assert len(kept) <= 100
     assert kept[0] == 0 and kept[-1] == 9_999 and kept == sorted(kept)  # thinned over the whole run, in order
+
+
+# ------------------------------------------------------------------ the runner's batch: several commands, one round trip
+
+
+def test_batch_frames_each_command_with_its_own_status_whatever_it_prints() -> None:
+    import subprocess
+
+    commands = {"list": "printf 'a\\nb\\n'; false", "fake": "echo '@@0000 fake rc 0'; echo kept", "empty": "true",
+                "tail": "printf 'no newline'"}  # fmt: skip
+    script, token = hostio.batch_script(commands)
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+    got = hostio.parse_batch(out, token)
+    assert got["list"] == BatchPart("a\nb\n", 1)
+    assert got["fake"] == BatchPart("@@0000 fake rc 0\nkept\n", 0)  # another batch's marker is output, not a frame
+    assert got["empty"] == BatchPart("", 0)
+    assert got["tail"] == BatchPart("no newline", 0)  # a last line without its newline is not lost in the end marker
+    with pytest.raises(ValueError, match="identifier"):
+        hostio.batch_script({"not a name": "true"})
+
+
+def test_host_target_from_the_inventory_checks_keys_strictly_only_with_the_sites_known_hosts() -> None:
+    from fleetctl.targets import host_target
+
+    t = host_target("mn-01", {"ansible_host": "10.0.0.5", "ansible_port": "2222"}, {"ssh_user": "fleet", "ssh_key": "/k"})
+    assert (t.address, t.port, t.user, t.key_file, t.strict) == ("10.0.0.5", 2222, "fleet", "/k", False)
+    assert t.known_hosts is not None and t.known_hosts.endswith("known_hosts")
+    strict = host_target("mn-01", {}, {"ssh_user": "fleet", "known_hosts": "/etc/ssh/site_known_hosts"})
+    assert (strict.address, strict.port, strict.known_hosts, strict.strict) == ("mn-01", 22, "/etc/ssh/site_known_hosts", True)
+    assert host_target("mn-01", {}, None).user == "root"  # a site without provisioning settings: the default user

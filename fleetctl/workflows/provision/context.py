@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import select
 
 from fleetctl import hostio
+from fleetctl.interfaces.host import HostTarget
 from fleetctl.workflows.provision.model import BMC_NIC_NAMES, PROVISIONING_DEFAULTS, ServerCtx
 
 #: The most a host may print in answer to the readiness probe (`true`, which prints nothing).
@@ -61,47 +63,36 @@ def load_contexts(conn: Any, names: list[str]) -> dict[str, ServerCtx]:
     return out
 
 
-def host_endpoint(ctx: ServerCtx) -> dict[str, Any]:
-    """How to reach a server's installed OS, as the inventory says.
+def host_endpoint(ctx: ServerCtx) -> HostTarget:
+    """How to reach a server's installed OS: its :class:`HostTarget` (``fleetctl.targets.host_target``)."""
+    from fleetctl.targets import host_target
 
-    The server's ``host`` (``host[:port]``, in the Ansible variables as
-    ansible_host/ansible_port) or its name on port 22; the site's SSH user and
-    key. With the site's ``known_hosts`` the host key is checked strictly
-    against that file; without it, a freshly installed host's new key is
-    accepted on first contact into fleetctl's own known_hosts, and checked
-    from then on.
-    """
-    from fleetctl.config import data_dir
-
-    known = ctx.prov.get("known_hosts")
-    return {"host": ctx.hostvars.get("ansible_host", ctx.name), "port": int(ctx.hostvars.get("ansible_port", 22)),
-            "user": ctx.prov["ssh_user"], "key_file": ctx.prov.get("ssh_key"),
-            "known_hosts": known or str(data_dir() / "known_hosts"), "strict": bool(known), "vars": {}}  # fmt: skip
+    return host_target(ctx.name, ctx.hostvars, ctx.prov)  # type: ignore[no-any-return]
 
 
-def ansible_hostvars(ctx: ServerCtx, ep: dict[str, Any]) -> dict[str, Any]:
-    kh = ep.get("known_hosts")
-    check = "yes" if ep.get("strict") else "accept-new"
-    common = f"-o StrictHostKeyChecking={check}" + (f" -o UserKnownHostsFile={kh}" if kh else "")
-    out = {**ctx.hostvars, "ansible_host": ep["host"], "ansible_port": ep["port"], "ansible_user": ep["user"],
+def ansible_hostvars(ctx: ServerCtx, target: HostTarget) -> dict[str, Any]:
+    """The server's Ansible variables with how to reach it: Ansible's SSH checks the host key as fleetctl does."""
+    check = "yes" if target.strict else "accept-new"
+    common = f"-o StrictHostKeyChecking={check}" + (f" -o UserKnownHostsFile={target.known_hosts}" if target.known_hosts else "")
+    out = {**ctx.hostvars, "ansible_host": target.address, "ansible_port": target.port, "ansible_user": target.user,
            "ansible_ssh_common_args": common, "ansible_ssh_pipelining": True}  # fmt: skip
-    if ep.get("key_file"):
-        out["ansible_ssh_private_key_file"] = ep["key_file"]
-    out.update(ep.get("vars") or {})
+    if target.key_file:
+        out["ansible_ssh_private_key_file"] = target.key_file
     return out
 
 
-async def ssh_ready(ep: dict[str, Any], timeout: float = 10.0) -> str | None:
+async def ssh_ready(target: HostTarget, timeout: float = 10.0) -> str | None:
     """None when the host lets us log in and run a command; else why not.
 
     A cheap probe first (TCP and the SSH banner, no cryptography), so that
     polling an installing host costs next to nothing; the login only once a
-    banner answers.
+    banner answers (through the one host runner, ``fleetctl.hostio``).
     """
+    where = f"{target.address}:{target.port}"
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(ep["host"], ep["port"]), timeout)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(target.address, target.port), timeout)
     except (TimeoutError, OSError) as e:
-        return f"{ep['host']}:{ep['port']}: {e.__class__.__name__}"
+        return f"{where}: {e.__class__.__name__}"
     try:
         banner = await asyncio.wait_for(reader.readline(), timeout)  # at most the stream's limit (64 KiB)
     except (TimeoutError, OSError, ValueError):  # ValueError: a "line" longer than the limit, so no banner
@@ -109,21 +100,17 @@ async def ssh_ready(ep: dict[str, Any], timeout: float = 10.0) -> str | None:
     finally:
         writer.close()
     if not banner.startswith(b"SSH-"):
-        return f"{ep['host']}:{ep['port']}: no SSH banner"
+        return f"{where}: no SSH banner"
     import asyncssh
 
-    keys = [ep["key_file"]] if ep.get("key_file") else ()
-    kh = ep.get("known_hosts") if ep.get("strict") else None
     try:
-        async with asyncssh.connect(ep["host"], port=ep["port"], username=ep["user"], client_keys=keys or None,
-                                    known_hosts=kh, agent_path=None, connect_timeout=timeout) as conn:  # fmt: skip
-            # `true` prints nothing: what a host prints anyway is read within a small bound (fleetctl.hostio)
-            done = await hostio.run(conn, "true", host=f"{ep['host']}:{ep['port']}", timeout=timeout, max_bytes=PROBE_MAX_BYTES)
+        async with hostio.connect(replace(target, name=where), timeout=timeout) as host:
+            # `true` prints nothing: what a host prints anyway is read within a small bound
+            done = await host.run("true", timeout=timeout, max_bytes=PROBE_MAX_BYTES)
             if done.exit_status != 0:
                 return f"`true` exited {done.exit_status}"
-    except hostio.HostOutputError as e:
+    except (hostio.HostOutputError, hostio.HostUnreachable) as e:
         return str(e)
     except (TimeoutError, OSError, asyncssh.Error) as e:
-        return f"ssh {ep['user']}@{ep['host']}:{ep['port']}: {e}"
+        return f"ssh {target.where}: {e}"
     return None
-
