@@ -12,7 +12,6 @@ never gone: only a holder known gone has its locks broken.
 
 from __future__ import annotations
 
-import getpass
 import os
 import socket
 from collections.abc import Callable
@@ -62,6 +61,8 @@ def actor() -> str:
     explicit = os.environ.get("FLEETCTL_ACTOR")
     if explicit:
         return explicit
+    import getpass  # (not for `fleetctl --help`, whose wiring imports this module)
+
     try:
         user = getpass.getuser()
     except (KeyError, OSError):  # no login variable and no passwd entry (KeyError before 3.13, OSError since)

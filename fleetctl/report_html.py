@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from fleetctl.sweep.times import aware_utc
+from fleetctl.times import aware_utc
 
 __all__ = ["BASE_CSS", "SERIES_COLOURS", "axis", "badge", "escape", "line_svg", "nice_top", "page_head", "when"]
 

@@ -1,4 +1,8 @@
-"""Times as the sweep's commands read and show them: stored timestamps and durations like 7d."""
+"""Times as the commands read and show them: stored timestamps and durations like 7d.
+
+Below every layer (standard library only): the sweep, burn-in and the HTML
+reports they share read stored times the same way.
+"""
 
 from __future__ import annotations
 

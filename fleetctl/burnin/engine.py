@@ -190,7 +190,7 @@ def _due(conn: Any, names: list[str], kind: str) -> dict[str, str | None]:
           .group_by(T.event.c.object_name))  # fmt: skip
     for r in conn.execute(q2):
         last_move[r.object_name] = r.at
-    from fleetctl.sweep.times import aware_utc
+    from fleetctl.times import aware_utc
 
     out: dict[str, str | None] = {}
     for n in names:

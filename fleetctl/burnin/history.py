@@ -12,7 +12,7 @@ from fleetctl.errors import NotFound
 def runs(conn: Any, *, limit: int = 20) -> list[dict[str, Any]]:
     """The latest runs, newest first, with their results counted by verdict."""
     from fleetctl.store import tables as T
-    from fleetctl.sweep.times import aware_utc
+    from fleetctl.times import aware_utc
 
     out = []
     for r in conn.execute(select(T.burnin_run).order_by(T.burnin_run.c.id.desc()).limit(limit)):
@@ -41,7 +41,7 @@ def latest_run(conn: Any) -> int:
 def results(conn: Any, run_id: int | None = None, *, serial: str | None = None) -> tuple[int, list[dict[str, Any]]]:
     """(run id, its results as dicts with reasons, metrics and telemetry), in server and slot order."""
     from fleetctl.store import tables as T
-    from fleetctl.sweep.times import aware_utc
+    from fleetctl.times import aware_utc
 
     rid = run_id if run_id is not None else latest_run(conn)
     if conn.execute(select(T.burnin_run.c.id).where(T.burnin_run.c.id == rid)).first() is None:
@@ -63,7 +63,7 @@ def results(conn: Any, run_id: int | None = None, *, serial: str | None = None) 
 def board_history(conn: Any, serial: str) -> list[dict[str, Any]]:
     """Every burn-in verdict of one board, oldest first."""
     from fleetctl.store import tables as T
-    from fleetctl.sweep.times import aware_utc
+    from fleetctl.times import aware_utc
 
     q = (select(T.burnin_result.c.run_id, T.burnin_result.c.verdict, T.burnin_result.c.finished_at, T.burnin_result.c.metrics,
                 T.burnin_run.c.level, T.burnin_run.c.duration_s)
@@ -76,7 +76,7 @@ def board_history(conn: Any, serial: str) -> list[dict[str, Any]]:
 def rma_list(conn: Any, *, include_closed: bool = False) -> list[dict[str, Any]]:
     """Boards to ship back (open RMA entries), oldest first; with ``include_closed`` also the shipped or cleared ones."""
     from fleetctl.store import tables as T
-    from fleetctl.sweep.times import aware_utc
+    from fleetctl.times import aware_utc
 
     q = select(T.board_rma).order_by(T.board_rma.c.opened_at)
     if not include_closed:

@@ -89,7 +89,7 @@ def _head(run: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     took = ""
     started, finished = run.get("started_at"), run.get("finished_at")
     if started and finished:
-        from fleetctl.sweep.times import aware_utc
+        from fleetctl.times import aware_utc
 
         a, b = aware_utc(started), aware_utc(finished)
         if a and b:

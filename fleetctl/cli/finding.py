@@ -17,7 +17,7 @@ FindingArg = Annotated[str, typer.Argument(metavar="FINDING", help="A finding id
 def parse_until(text: str) -> dt.datetime:
     """``2026-12-24``, ``2026-12-24T08:00``, or a duration ``7d``, ``12h``, ``30m`` from now."""
     from fleetctl.errors import InputError
-    from fleetctl.sweep.times import duration, span
+    from fleetctl.times import duration, span
 
     t = text.strip()
     if d := duration(t):

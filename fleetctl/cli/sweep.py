@@ -72,7 +72,7 @@ def resolve_both(conn: Any, targets: list[str]) -> tuple[list[Any], list[Any]]:
 
 def _when(v: Any) -> str:
     """A stored timestamp in the operator's time zone."""
-    from fleetctl.sweep.times import aware_utc
+    from fleetctl.times import aware_utc
 
     t = aware_utc(v)
     return t.astimezone().strftime("%Y-%m-%d %H:%M") if t else ""

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select, update
 
 from fleetctl.sweep.model import Finding, Status, worst
-from fleetctl.sweep.times import aware_utc
+from fleetctl.times import aware_utc
 
 #: Targets buffered before a write (a write is one transaction).
 FLUSH_EVERY = 500

@@ -33,7 +33,7 @@ from fleetctl.report_html import nice_top as _nice_top
 from fleetctl.report_html import when as _when
 from fleetctl.store import tables as T
 from fleetctl.sweep import history
-from fleetctl.sweep.times import aware_utc, duration, span
+from fleetctl.times import aware_utc, duration, span
 
 STATUSES = ("critical", "unknown", "warning", "ok")
 RANK = {"critical": 0, "unknown": 1, "warning": 2, "ok": 3}
