@@ -37,12 +37,13 @@ test-heavy: $(STAMP)
 	-@bash scripts/services.sh start
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m heavy
 
-# Linter and type checker (configured in pyproject.toml): both run, and any
-# finding of either fails.
+# Linter, type checker and the import contracts (the layers of docs/architecture.md), all configured in
+# pyproject.toml: all three run, and any finding of any fails.
 lint: $(STAMP)
 	@rc=0; \
 	echo "ruff check ."; $(VENV)/bin/ruff check . || rc=1; \
 	echo "mypy"; $(VENV)/bin/mypy || rc=1; \
+	echo "lint-imports"; $(VENV)/bin/lint-imports --no-cache || rc=1; \
 	exit $$rc
 
 bench: $(STAMP)
