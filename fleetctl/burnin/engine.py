@@ -437,6 +437,7 @@ def _record(engine: Any, run_id: int, server: str, model: str, results: list[Boa
     so in process this never happens.
     """
     from fleetctl.errors import InvalidTransition
+    from fleetctl.lifecycle.boards import move_board
     from fleetctl.lifecycle.machine import move
     from fleetctl.lifecycle.states import BoardState
     from fleetctl.models.base import utcnow
@@ -461,9 +462,11 @@ def _record(engine: Any, run_id: int, server: str, model: str, results: list[Boa
                                         T.accelerator_board.c.state).where(T.accelerator_board.c.serial == b.serial)).first()  # fmt: skip
             if board is None:
                 continue
-            if board.state != state:
-                conn.execute(update(T.accelerator_board).where(T.accelerator_board.c.id == board.id).values(state=state.value))
             detail = f"burn-in run {run_id}: {b.verdict}" + (f": {b.reasons[0]['message']}" if b.reasons else "")
+            try:  # through the board table (an event board.state per change), from the state read above
+                move_board(conn, board.id, state, actor=actor, reason=f"burnin:{run_id}", expected=board.state, detail=detail[:1000])
+            except InvalidTransition as e:  # rma with its entry open, or moved meanwhile: the result is kept, the state stays
+                detail += f"; state stays {board.state}: {e}"
             conn.execute(insert(T.event).values(at=now, actor=actor, action="board.burnin", object_kind="board", object_name=b.serial,
                                                 detail=detail[:1000], reason=f"burnin:{run_id}"))  # fmt: skip
             if b.verdict == "fail":

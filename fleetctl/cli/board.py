@@ -100,11 +100,12 @@ def set_(
     slot: Annotated[int | None, typer.Option(help="Slot number.", min=0, max=63)] = None,
     pci: Annotated[str | None, typer.Option(help="PCI address.")] = None,
     model: Annotated[str | None, typer.Option(help="Board model name.")] = None,
-    state: Annotated[str | None, typer.Option(help="ok, suspect, failed, rma, unknown.")] = None,
+    state: Annotated[str | None, typer.Option(help="ok, suspect, failed, rma (along the board transition table).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Allow a state change the board transition table refuses (audited).")] = False,
     dry_run: DryRunOpt = False,
     reason: ReasonOpt = None,
 ) -> None:
-    """Change a board: move it, or mark it suspect, failed or sent for RMA."""
+    """Change a board: move it, or mark it suspect, failed or sent for RMA (`docs/model.md`: board states)."""
     from fleetctl.cli.common import show_plan
     from fleetctl.inventory import edits
     from fleetctl.inventory.queries import is_board
@@ -126,8 +127,9 @@ def set_(
 
         show_plan(edit_site(site_name, mutate, action="board.set", dry_run=dry_run, reason=reason), dry_run=dry_run)
     if state is not None:
-        old = set_board_state(serial, state, reason=reason, dry_run=dry_run)
-        typer.echo(f"board {serial}: state {old} -> {state}{' (dry run)' if dry_run else ''}")
+        old = set_board_state(serial, state, reason=reason, dry_run=dry_run, force=force)
+        done = f"state {old} -> {state}" if old != state else f"already {state}, nothing done"
+        typer.echo(f"board {serial}: {done}{' (dry run)' if dry_run else ''}")
 
 
 @app.command("remove")

@@ -1,8 +1,9 @@
 """Lifecycle states of servers and accelerator boards.
 
 The values are what the database stores and what operators type
-(``--state ready``); the transition table that moves between them arrives
-with the provisioning workflow. Kept free of heavy imports.
+(``--state ready``); the tables of transitions between them are
+``lifecycle/machine.py`` (servers) and ``lifecycle/boards.py`` (boards).
+Kept free of heavy imports.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ class ServerState(StrEnum):
 
 
 class BoardState(StrEnum):
-    OK = "ok"
-    SUSPECT = "suspect"
-    FAILED = "failed"
-    RMA = "rma"
-    UNKNOWN = "unknown"
+    OK = "ok"  # works: the site file's default, or burn-in passed it
+    SUSPECT = "suspect"  # works, but look at it: burn-in judged it degraded, or an operator saw errors
+    FAILED = "failed"  # a flash of its firmware failed (firmware campaign), or an operator says so
+    RMA = "rma"  # to go back to the vendor: burn-in failed it (an RMA entry is open) or an operator sent it
+    UNKNOWN = "unknown"  # declared by a site file before anyone checked it; burn-in or an operator decides
 
 
 # Colours for the rack elevation and tables, one place.

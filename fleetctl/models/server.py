@@ -91,4 +91,6 @@ class AcceleratorBoard(TableModel, table=True):
     pci_address: str | None = None
     model: str | None = None
     firmware: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False, default=dict))
+    # A BoardState value. Set on creation (the site file); changed only by
+    # fleetctl.lifecycle.boards.move_board, along its transition table.
     state: str = Field(default="ok")

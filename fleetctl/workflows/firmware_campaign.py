@@ -176,9 +176,12 @@ def record_failure(engine: Any, server: str, f: Flash, evidence: dict[str, Any],
 
     Returns what was done to the server and the board, for the report.
     """
-    from sqlalchemy import select, update
+    from sqlalchemy import select
 
+    from fleetctl.errors import InvalidTransition
+    from fleetctl.lifecycle.boards import move_board
     from fleetctl.lifecycle.machine import allowed, move
+    from fleetctl.lifecycle.states import BoardState
     from fleetctl.lifecycle.states import ServerState as S
     from fleetctl.store import immediate
     from fleetctl.store import tables as T
@@ -193,11 +196,15 @@ def record_failure(engine: Any, server: str, f: Flash, evidence: dict[str, Any],
         b = T.accelerator_board.c
         board = conn.execute(select(b.id, b.serial, b.state).where(b.server_id == srv.id, b.slot == slot)).first()
         notes = []
-        if board is not None and board.state != "failed":
-            conn.execute(update(T.accelerator_board).where(b.id == board.id).values(state="failed"))
-            _event(conn, actor=actor, action="board.state", kind="board", name=board.serial, detail=f"{board.state} -> failed; {detail}",
-                   reason=f"firmware update of {f.id} failed on {server}")  # fmt: skip
-            notes.append(f"board {board.serial} failed")
+        if board is not None and board.state != BoardState.FAILED:
+            try:  # through the board table: its event says board.state, from -> failed and the evidence
+                move_board(conn, board.id, BoardState.FAILED, actor=actor, reason=f"firmware update of {f.id} failed on {server}",
+                           expected=board.state, detail=detail)  # fmt: skip
+                notes.append(f"board {board.serial} failed")
+            except InvalidTransition as e:  # a board already on its way to the vendor (rma) stays so; the history says why
+                _event(conn, actor=actor, action="firmware.failed", kind="board", name=board.serial,
+                       detail=f"state stays {board.state}: {e}", reason=f"firmware update of {f.id} failed on {server}")  # fmt: skip
+                notes.append(f"board {board.serial} stays {board.state}")
         elif board is None:
             notes.append(f"no board in slot {slot} in the inventory")
         why = f"firmware update of board slot {slot} ({f.id}) failed (job {job_id})"
