@@ -1,8 +1,24 @@
-"""Burn-in criteria and levels as data (``criteria.yaml`` beside this module, or a site's copy)."""
+"""What a board must show, as data (``criteria.yaml`` beside this module, or a site's copy), and the rules that read it.
+
+One set of criteria judges a reading wherever it is read: burn-in
+(``verdict.evaluate``) and the sweep's host checks (``sweep.host_checks``)
+call the same ``Criteria.judge_*`` functions on the same file, the site's copy
+included (``--criteria FILE`` or ``$FLEETCTL_BURNIN_CRITERIA``). A limit is
+reached *at* its value: ``retired_pages_fail: 63`` fails a board with 63
+retired pages (DOMAIN.md: "retired pages >= 63 fail"), ``temp_warn_c: 85``
+marks one at 85 C.
+
+Board kinds have one vocabulary (:data:`BOARD_KIND_NAMES`), the inventory's:
+site files, the BMC rules, the lab, the criteria and ``fleetctl burnin
+--kind`` all say ``mncore2``, ``mncore`` or ``gpu``. Older spellings are read
+through :data:`OLD_SPELLINGS` and :func:`burnin_kind`, never guessed.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,11 +28,71 @@ from fleetctl.errors import InputError
 
 DEFAULT_FILE = Path(__file__).with_name("criteria.yaml")
 ENV = "FLEETCTL_BURNIN_CRITERIA"
-KINDS = ("mncore", "gpu")  # what --mncore / --gpu select
 LEVELS = ("quick", "standard", "extended")
-BOARD_KINDS = {"mncore": ("mncore2", "mncore"), "gpu": ("gpu",)}
+
+#: The board kinds, as the inventory stores them (``accelerator_board.kind``, ``hardware_model.board_kind``), the
+#: site files and the BMC's board rules name them, and the criteria are keyed: the one vocabulary.
+BOARD_KIND_NAMES: dict[str, str] = {
+    "mncore2": "MN-Core 2 board (gpfn3-smi, /dev/mnc2p*)",
+    "mncore": "first-generation MN-Core board",
+    "gpu": "GPU (nvidia-smi, dcgmi, gpu-burn)",
+}
+#: Board kinds with a burn-in, and the workload that burns them in (the engine's name for it, kept in
+#: ``burnin_run.kind``). First-generation MN-Core boards have none: the MN-Core workload drives gpfn3-smi and
+#: ``/dev/mnc2p*``, which are MN-Core 2's.
+BURNIN_WORKLOADS: dict[str, str] = {"mncore2": "mncore", "gpu": "gpu"}
+#: Older spellings of a burn-in's board kind, each with what it always selected: ``fleetctl burnin --mncore`` and
+#: ``levels.mncore`` in a criteria file ran the MN-Core 2 workload (they never served first-generation boards).
+OLD_SPELLINGS: dict[str, str] = {"--mncore": "mncore2", "--gpu": "gpu", "levels.mncore": "mncore2"}
+#: Criteria keys renamed, with how an old value is read: ``retired_pages_max: N`` (fail above N) is
+#: ``retired_pages_fail: N + 1`` (fail at N + 1 or more), the same boards failing.
+RENAMED_KEYS = {"retired_pages_max": ("retired_pages_fail", lambda v: None if v is None else int(v) + 1)}
+
+#: The workloads (what the engine's ``kind`` is) and the board kinds each serves. ``BOARD_KINDS`` is the engine's
+#: earlier name for it: ``mncore`` there is the MN-Core 2 workload, which serves ``mncore2`` boards only.
+KINDS = tuple(dict.fromkeys(BURNIN_WORKLOADS.values()))
+WORKLOAD_BOARDS: dict[str, tuple[str, ...]] = {w: tuple(k for k, v in BURNIN_WORKLOADS.items() if v == w) for w in KINDS}
+BOARD_KINDS = WORKLOAD_BOARDS
+#: The verdict a criterion gives when the file's ``severity`` does not name it (the rest: fail).
+DEFAULT_SEVERITY = {"retired_pending": "degraded", "xid_other": "degraded"}
 
 Severity = Literal["fail", "degraded", "note", "by_fraction", "by_limit"]
+
+
+def board_kinds() -> list[str]:
+    """Every board kind of the vocabulary: :data:`BOARD_KIND_NAMES`, and any an accelerator driver registers
+    (entry-point group ``fleetctl.accel``, keyed by board kind), so a third kind needs no edit here."""
+    from fleetctl.plugins import driver_names
+
+    return list(dict.fromkeys([*BOARD_KIND_NAMES, *driver_names("accel")]))
+
+
+def burnin_workload(kind: str) -> str:
+    """The engine's workload for a board kind (a kind a driver brings is its own)."""
+    return BURNIN_WORKLOADS.get(kind, kind)
+
+
+def burnin_kind(spelling: str) -> str:
+    """The board kind a burn-in selection means: a board kind, or an older spelling (``--mncore``) of one.
+
+    Raises:
+        InputError: not a board kind of the vocabulary, or one without a burn-in.
+    """
+    kind = OLD_SPELLINGS.get(spelling, spelling)
+    known = board_kinds()
+    if kind not in known:
+        burnable = [k for k in known if k not in BOARD_KIND_NAMES or k in BURNIN_WORKLOADS]
+        raise InputError(f"{spelling!r} is not a board kind: use {', '.join(burnable)}", field="--kind")
+    if kind in BOARD_KIND_NAMES and kind not in BURNIN_WORKLOADS:
+        raise InputError(f"{kind} ({BOARD_KIND_NAMES[kind]}): no burn-in for this kind; burn-in serves {', '.join(BURNIN_WORKLOADS)}",
+                         field="--kind")  # fmt: skip
+    return kind
+
+
+def board_kind_of_run(stored: str) -> str:
+    """The board kind a stored run's ``kind`` stands for (runs keep the engine's workload: ``mncore`` is mncore2's)."""
+    boards = WORKLOAD_BOARDS.get(stored) or ()
+    return boards[0] if len(boards) == 1 else stored
 
 
 class _Model(BaseModel):
@@ -28,6 +104,25 @@ class Level(_Model):
     dcgm_level: int | None = Field(default=None, ge=1, le=4)
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """What one rule made of one reading: the criterion, the verdict it gives (fail, degraded, note), why, the figures."""
+
+    criterion: str
+    severity: str
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+_XID = re.compile(r"\bXid\s+(\d+)", re.IGNORECASE)
+
+
+def xid_code(line: str) -> int | None:
+    """The Xid number of a kernel line or of burn-in's ``Xid 79 (during the run): ...``; None if it names none."""
+    m = _XID.search(line)
+    return int(m.group(1)) if m else None
+
+
 class Criteria(_Model):
     golden_throughput: float | None = Field(default=None, gt=0)
     unit: str = ""
@@ -37,11 +132,72 @@ class Criteria(_Model):
     temp_max_c: float | None = None
     power_max_w: float | None = None
     corrected_errors_max: int | None = Field(default=None, ge=0)
-    retired_pages_max: int | None = Field(default=None, ge=0)
+    retired_pages_fail: int | None = Field(default=None, ge=1)
+    uncorrected_errors_fail: int | None = Field(default=None, ge=1)
+    link_judges_generation: bool = True
+    xid_critical: tuple[int, ...] | None = None
     severity: dict[str, Severity] = Field(default_factory=dict)
 
     def severity_of(self, criterion: str) -> str:
-        return self.severity.get(criterion, "fail")
+        return self.severity.get(criterion, DEFAULT_SEVERITY.get(criterion, "fail"))
+
+    # --- the rules: each reading judged the same in burn-in and in the sweep ----------------------------------
+
+    def judge_retired_pages(self, pages: int | None) -> Judgement | None:
+        """Retired memory pages (single + double bit): ``retired_pages_fail`` or more fails (DOMAIN.md: >= 63)."""
+        if pages is None or self.retired_pages_fail is None or pages < self.retired_pages_fail:
+            return None
+        return Judgement("memory_retired", self.severity_of("memory_retired"),
+                         f"{pages} retired memory pages (fails at {self.retired_pages_fail}): replace the board",
+                         {"retired_pages": pages})  # fmt: skip
+
+    def judge_retired_pending(self, pending: bool | None) -> Judgement | None:
+        """Pages waiting to be retired (a reset retires them)."""
+        if not pending:
+            return None
+        return Judgement("retired_pending", self.severity_of("retired_pending"),
+                         "memory pages pending retirement (a reset retires them)", {"retired_pending": True})  # fmt: skip
+
+    def judge_uncorrected_errors(self, count: int | None) -> Judgement | None:
+        """Uncorrected ECC errors now (volatile, since the driver loaded): ``uncorrected_errors_fail`` or more."""
+        if count is None or self.uncorrected_errors_fail is None or count < self.uncorrected_errors_fail:
+            return None
+        return Judgement("uncorrected_errors", self.severity_of("uncorrected_errors"), f"{count} uncorrected ECC errors",
+                         {"ecc_uncorrected": count})  # fmt: skip
+
+    def judge_temperature(self, temp_c: float | None) -> Judgement | None:
+        """A temperature: at ``temp_warn_c`` or more degraded, at ``temp_max_c`` or more fail (``severity.temperature: by_limit``)."""
+        if temp_c is None or self.temp_warn_c is None or temp_c < self.temp_warn_c:
+            return None
+        sev = "fail" if self.temp_max_c is not None and temp_c >= self.temp_max_c else "degraded"
+        if self.severity_of("temperature") != "by_limit":
+            sev = self.severity_of("temperature")
+        limits = f"warn at {self.temp_warn_c:g} C" + (f", fail at {self.temp_max_c:g} C" if self.temp_max_c is not None else "")
+        return Judgement("temperature", sev, f"reached {temp_c:g} C ({limits})", {"max_temp_c": temp_c})
+
+    def judge_link(self, gen: int | None, max_gen: int | None, width: int | None, max_width: int | None,
+                   when: str = "") -> Judgement | None:  # fmt: skip
+        """A PCIe link below its capability: width always; generation where ``link_judges_generation``.
+
+        A width of 0 (a link that is down) counts as below. NVIDIA GPUs lower their link generation when idle
+        (a recorded RTX 4080 SUPER at idle: Gen1 of Gen4, ``tests/data/criteria/SOURCES.md``), so for them only the
+        width says a link is degraded.
+        """
+        narrow = width is not None and max_width is not None and width < max_width
+        slow = self.link_judges_generation and gen is not None and max_gen is not None and gen < max_gen
+        if not (narrow or slow):
+            return None
+        at = f" {when}" if when else ""
+        return Judgement("link_degraded", self.severity_of("link_degraded"),
+                         f"PCIe link{at}: Gen{gen} x{width} of Gen{max_gen} x{max_width}",
+                         {"link_gen": gen, "link_width": width, "max_link_gen": max_gen, "max_link_width": max_width})  # fmt: skip
+
+    def judge_xid(self, code: int | None, line: str) -> Judgement:
+        """An Xid in the kernel log: one of ``xid_critical`` (or one whose number cannot be read) is ``severity.xid``,
+        the others ``severity.xid_other``."""
+        critical = code is None or self.xid_critical is None or code in self.xid_critical
+        criterion = "xid" if critical else "xid_other"
+        return Judgement(criterion, self.severity_of(criterion), f"kernel: {line.strip()[:200]}", {"xid": code, "line": line.strip()})
 
 
 class CriteriaFile(_Model):
@@ -51,10 +207,12 @@ class CriteriaFile(_Model):
     source: str = ""
 
     def level(self, kind: str, level: str) -> Level:
+        """A level of a board kind's burn-in (``kind`` may be the engine's workload name: ``mncore`` is ``mncore2``'s)."""
+        key = kind if kind in self.levels else next((k for k in WORKLOAD_BOARDS.get(kind, ()) if k in self.levels), kind)
         try:
-            return self.levels[kind][level]
+            return self.levels[key][level]
         except KeyError:
-            raise InputError(f"{self.source}: no level {level!r} for {kind} boards", field="--level") from None
+            raise InputError(f"{self.source}: no level {level!r} for {key} boards", field="--level") from None
 
     def for_board(self, board_kind: str, model: str | None) -> Criteria:
         """The criteria of one board: its kind's, with its hardware model's keys on top."""
@@ -65,12 +223,50 @@ class CriteriaFile(_Model):
         return Criteria.model_validate({**base.model_dump(), **over, "severity": {**base.severity, **over.get("severity", {})}})
 
 
+def _upgrade(file: Path, where: str, mapping: Any) -> Any:
+    """``mapping`` (a kind's or a model's criteria) with renamed keys read as their new names (:data:`RENAMED_KEYS`)."""
+    if not isinstance(mapping, dict):
+        return mapping
+    out = dict(mapping)
+    for old, (new, convert) in RENAMED_KEYS.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise InputError(f"{file}: {where}: give {new} or the older {old}, not both", field="--criteria")
+        try:
+            out[new] = convert(out.pop(old))
+        except (TypeError, ValueError):
+            raise InputError(f"{file}: {where}.{old}: not a number", field="--criteria") from None
+    return out
+
+
+def _upgrade_file(file: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """A criteria file's mapping in today's vocabulary: renamed keys, and ``levels.mncore`` as ``levels.mncore2``."""
+    data = dict(data)
+    for section in ("kinds", "models"):
+        if isinstance(data.get(section), dict):
+            data[section] = {k: _upgrade(file, f"{section}.{k}", v) for k, v in data[section].items()}
+    levels = data.get("levels")
+    if isinstance(levels, dict):
+        levels = dict(levels)
+        for spelling, kind in OLD_SPELLINGS.items():
+            old = spelling.removeprefix("levels.")
+            if not spelling.startswith("levels.") or old not in levels:
+                continue
+            if kind in levels:
+                raise InputError(f"{file}: levels: give {kind} or its older spelling {old}, not both", field="--criteria")
+            levels[kind] = levels.pop(old)
+        data["levels"] = levels
+    return data
+
+
 def load(path: str | os.PathLike[str] | None = None) -> CriteriaFile:
     """The criteria from ``path``, ``$FLEETCTL_BURNIN_CRITERIA`` or the bundled file.
 
     Raises:
-        InputError: the file cannot be read, is not YAML, or has an unknown
-            key or a wrong value (named by its path in the file).
+        InputError: the file cannot be read, is not YAML, names a board kind
+            outside the vocabulary, or has an unknown key or a wrong value
+            (named by its path in the file).
     """
     import yaml
 
@@ -83,8 +279,15 @@ def load(path: str | os.PathLike[str] | None = None) -> CriteriaFile:
         raise InputError(f"{file}: not valid YAML: {str(e).splitlines()[0]}", field="--criteria") from e
     if not isinstance(data, dict):
         raise InputError(f"{file}: expected a mapping (levels, kinds, models)", field="--criteria")
+    data = _upgrade_file(file, data)
+    known = board_kinds()
+    for section in ("levels", "kinds"):
+        unknown = sorted(str(k) for k in (data.get(section) or {}) if k not in known)
+        if unknown:
+            raise InputError(f"{file}: {section}.{unknown[0]}: not a board kind (the board kinds: {', '.join(known)})",
+                             field="--criteria")  # fmt: skip
     if file != DEFAULT_FILE:  # a site's copy: keys it leaves out keep the bundled values
-        base = yaml.safe_load(DEFAULT_FILE.read_text())
+        base = _upgrade_file(DEFAULT_FILE, yaml.safe_load(DEFAULT_FILE.read_text()))
         for key in ("levels", "kinds", "models"):
             merged = dict(base.get(key) or {})
             for k, v in (data.get(key) or {}).items():
@@ -104,3 +307,25 @@ def load(path: str | os.PathLike[str] | None = None) -> CriteriaFile:
             where = ".".join(str(p) for p in first["loc"])
             raise InputError(f"{file}: models.{name}.{where}: {first['msg']}", field="--criteria") from e
     return out
+
+
+_loaded: dict[tuple[str, float], CriteriaFile] = {}
+
+
+def current() -> CriteriaFile:
+    """The criteria in force for this process (``$FLEETCTL_BURNIN_CRITERIA`` or the bundled file), read once per file version.
+
+    The sweep's host checks read this, so a site's copy set for burn-in judges the sweep too.
+
+    Raises:
+        InputError: as :func:`load`.
+    """
+    file = Path(os.environ.get(ENV) or DEFAULT_FILE)
+    try:
+        key = (str(file), file.stat().st_mtime)
+    except OSError:
+        return load()  # names the file that cannot be read
+    if key not in _loaded:
+        _loaded.clear()
+        _loaded[key] = load()
+    return _loaded[key]

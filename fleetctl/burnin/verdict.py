@@ -4,6 +4,11 @@ A board's verdict is the worst of its reasons (fail > degraded > pass); a
 reason of severity ``note`` is kept with the verdict but does not change it.
 Each reason names the criterion, says what was seen in words an operator
 acts on, and carries the evidence (the figures, the lines).
+
+A reading the sweep's host checks also judge (retired pages, pages pending
+retirement, uncorrected ECC errors, temperature, the PCIe link, Xids) is
+judged here by the same rule of ``Criteria`` (``judge_*``), so a board that
+passes burn-in is not failed by the next sweep on the same figures.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fleetctl.burnin.criteria import Criteria
+from fleetctl.burnin.criteria import Criteria, Judgement, xid_code
 
 VERDICTS = ("pass", "degraded", "fail")
 RANK = {"pass": 0, "note": 0, "degraded": 1, "fail": 2, "error": 3}
@@ -51,6 +56,7 @@ class BoardObservation:
     errors_before: dict[str, int] = field(default_factory=dict)  # memory error counters before the workload
     errors_after: dict[str, int] = field(default_factory=dict)
     retired_pages: int | None = None
+    retired_pages_pending: bool | None = None  # pages waiting to be retired (nvidia-smi retired_pages.pending), None: not read
     xids: list[str] = field(default_factory=list)  # kernel lines
     diag: list[dict[str, Any]] = field(default_factory=list)  # dcgmi: {"test", "status", "message", "setup_error"}
     telemetry: list[dict[str, Any]] = field(default_factory=list)  # {"t", "temp_c", "power_w", "clock_mhz", "source"}
@@ -79,18 +85,21 @@ def evaluate(obs: BoardObservation, crit: Criteria) -> BoardVerdict:
     def add(criterion: str, message: str, severity: str | None = None, **evidence: Any) -> None:
         reasons.append(Reason(criterion, severity or crit.severity_of(criterion), message, evidence))
 
+    def judged(j: Judgement | None, **evidence: Any) -> None:
+        if j is not None:
+            reasons.append(Reason(j.criterion, j.severity, j.message, {**j.evidence, **evidence}))
+
     if not obs.present:
         add("missing", f"{obs.device}: the inventory has this board, the host does not list it", serial=obs.serial)
     for when, link in (("before", obs.link_before), ("after", obs.link_after)):
-        if link and link.get("degraded"):
-            add("link_degraded", f"PCIe link {when} the workload: Gen{link.get('gen')} x{link.get('width')} "
-                f"of Gen{link.get('max_gen')} x{link.get('max_width')}", when=when, link=link)  # fmt: skip
+        if link:
+            judged(crit.judge_link(link.get("gen"), link.get("max_gen"), link.get("width"), link.get("max_width"),
+                                   f"{when} the workload"), when=when, link=link)  # fmt: skip
     for comp, current, wanted in obs.firmware:
         add("firmware", f"firmware {comp} is {current or 'unknown'}, the baseline is {wanted}", component=comp,
             current=current, wanted=wanted)  # fmt: skip
-    if obs.retired_pages is not None and crit.retired_pages_max is not None and obs.retired_pages > crit.retired_pages_max:
-        add("memory_retired", f"{obs.retired_pages} retired memory pages (more than {crit.retired_pages_max}): replace the board",
-            retired_pages=obs.retired_pages)  # fmt: skip
+    judged(crit.judge_retired_pages(obs.retired_pages))
+    judged(crit.judge_retired_pending(obs.retired_pages_pending))
     if obs.hung:
         add("hung", "the workload did not end in its time and was stopped")
     if obs.lost:
@@ -105,7 +114,7 @@ def evaluate(obs: BoardObservation, crit: Criteria) -> BoardVerdict:
             what.append("the workload reported a failure")
         add("checksum", "; ".join(what), **{k: v for k, v in obs.evidence.items() if k == "result"})
     for x in obs.xids:
-        add("xid", f"kernel: {x.strip()[:200]}", line=x.strip())
+        judged(crit.judge_xid(xid_code(x), x))
     for d in obs.diag:
         if d.get("setup_error"):
             continue  # a setup error is the server's, not this board's (engine reports it)
@@ -118,6 +127,8 @@ def evaluate(obs: BoardObservation, crit: Criteria) -> BoardVerdict:
     if bad:
         add("new_memory_errors", "new memory errors during the run: " + ", ".join(f"{k} +{v}" for k, v in sorted(bad.items())),
             before=obs.errors_before, after=obs.errors_after)  # fmt: skip
+    if "uncorrected_ecc" not in bad:  # the count of the moment, as the sweep judges it (new ones are said above)
+        judged(crit.judge_uncorrected_errors(obs.errors_after.get("uncorrected_ecc", obs.errors_before.get("uncorrected_ecc"))))
     corrected = sum(v for k, v in new.items() if k.startswith("corrected") and v > 0)
     if crit.corrected_errors_max is not None and corrected > crit.corrected_errors_max:
         add("corrected_errors", f"{corrected} new corrected memory errors (at most {crit.corrected_errors_max})", count=corrected)
@@ -135,11 +146,7 @@ def evaluate(obs: BoardObservation, crit: Criteria) -> BoardVerdict:
                 golden=crit.golden_throughput)  # fmt: skip
     t = _max(obs.telemetry, "temp_c")
     metrics["max_temp_c"] = t
-    if t is not None and crit.temp_warn_c is not None and t > crit.temp_warn_c:
-        sev = "fail" if crit.temp_max_c is not None and t > crit.temp_max_c else "degraded"
-        sev = sev if crit.severity_of("temperature") == "by_limit" else crit.severity_of("temperature")
-        add("temperature", f"reached {t:g} C (warn above {crit.temp_warn_c:g} C" +
-            (f", fail above {crit.temp_max_c:g} C)" if crit.temp_max_c is not None else ")"), sev, max_temp_c=t)  # fmt: skip
+    judged(crit.judge_temperature(t))
     p = _max(obs.telemetry, "power_w")
     metrics["max_power_w"] = p
     if p is not None and crit.power_max_w is not None and p > crit.power_max_w:

@@ -1,7 +1,8 @@
 """`fleetctl burnin`: burn in accelerator boards; list and show what was stored; the HTML report.
 
-``fleetctl burnin --mncore [TARGET...]`` runs a burn-in (``run`` is the
-default subcommand); ``burnin list``, ``burnin show [RUN]`` and ``burnin
+``fleetctl burnin --kind mncore2 [TARGET...]`` runs a burn-in (``run`` is the
+default subcommand; ``--mncore`` and ``--gpu`` are the older spellings of
+``--kind mncore2`` and ``--kind gpu``); ``burnin list``, ``burnin show [RUN]`` and ``burnin
 report`` read what was stored. docs/burnin.md has the stages, the criteria
 and the exit codes.
 """
@@ -19,7 +20,7 @@ from fleetctl.cli.output import Format
 
 
 class _RunByDefault(TyperGroup):
-    """`fleetctl burnin --mncore rack-12` means `fleetctl burnin run --mncore rack-12`."""
+    """`fleetctl burnin --kind mncore2 rack-12` means `fleetctl burnin run --kind mncore2 rack-12`."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
@@ -37,8 +38,11 @@ def run(
     targets: Annotated[
         list[str] | None, typer.Argument(help="Servers, racks, selectors, or all; default: every server that is due.")
     ] = None,
-    mncore: Annotated[bool, typer.Option("--mncore", help="Burn in MN-Core boards.")] = False,
-    gpu: Annotated[bool, typer.Option("--gpu", help="Burn in GPUs.")] = False,
+    kind: Annotated[
+        str | None, typer.Option("--kind", help="The board kind to burn in, as the inventory names it: mncore2 or gpu.")
+    ] = None,
+    mncore: Annotated[bool, typer.Option("--mncore", help="The older spelling of --kind mncore2 (MN-Core 2 boards).")] = False,
+    gpu: Annotated[bool, typer.Option("--gpu", help="The older spelling of --kind gpu.")] = False,
     level: Annotated[str, typer.Option(help="quick, standard or extended (lengths and DCGM levels: criteria.yaml).")] = "standard",
     duration: Annotated[
         float | None, typer.Option(help="Seconds of workload, instead of the level's.", callback=finite(0, above=True))
@@ -75,18 +79,22 @@ def run(
     from fleetctl.cli.common import conn, fleet_label
     from fleetctl.errors import InputError
 
-    if mncore == gpu:
-        raise InputError("give exactly one of --mncore and --gpu", field="--mncore/--gpu")
-    kind = "mncore" if mncore else "gpu"
+    given = [k for k, on in ((kind, kind is not None), ("--mncore", mncore), ("--gpu", gpu)) if on]
+    if len(given) != 1:
+        raise InputError("give the board kind once: --kind mncore2 or --kind gpu (--mncore and --gpu are older spellings)",
+                         field="--kind")  # fmt: skip
+    board_kind = crit.burnin_kind(str(given[0]))  # one vocabulary: the inventory's board kinds
+    workload = crit.burnin_workload(board_kind)  # what the engine runs (and keeps as the run's kind)
     if level not in crit.LEVELS:
         raise InputError(f"{level!r} is not a level: use {', '.join(crit.LEVELS)}", field="--level")
     criteria = crit.load(criteria_file)
     _check_engine(dry_run)
     with conn() as c:
-        p = plan(c, kind=kind, targets=list(targets or []), level=level, duration=duration, criteria=criteria, force=force, grace=grace)
+        p = plan(c, kind=workload, targets=list(targets or []), level=level, duration=duration, criteria=criteria, force=force,
+                 grace=grace)  # fmt: skip
     state.fleet = fleet_label()
     boards = sum(len(s.boards) for s in p.servers)
-    typer.echo(f"fleet: {state.fleet} ({len(p.servers)} servers, {boards} {kind} boards to burn in, "
+    typer.echo(f"fleet: {state.fleet} ({len(p.servers)} servers, {boards} {board_kind} boards to burn in, "
                f"{p.level} level, {p.seconds:g} s workload)", err=output != Format.table)  # fmt: skip
     if dry_run or not p.servers:
         rows = [{"server": s.name, "state": s.state, "model": s.model, "boards": len(s.boards), "action": "burn in"} for s in p.servers]
@@ -145,12 +153,13 @@ def _with_live_table(p: Any, go: Any) -> Any:
     from rich.live import Live
     from rich.table import Table
 
+    from fleetctl.burnin.criteria import board_kind_of_run
     from fleetctl.cli.output import console
 
     rows: dict[str, dict[str, Any]] = {s.name: {"stage": "waiting", "boards": "", "t0": None, "t1": None} for s in p.servers}
 
     def render() -> Table:
-        t = Table(title=f"burn-in --{p.kind} ({p.level}, {p.seconds:g} s)", expand=False)
+        t = Table(title=f"burn-in --kind {board_kind_of_run(p.kind)} ({p.level}, {p.seconds:g} s)", expand=False)
         for col in ("server", "stage", "boards", "elapsed"):
             t.add_column(col)
         now = time.monotonic()
@@ -184,12 +193,14 @@ def _report(p: Any, result: Any, output: Format) -> None:
     from fleetctl.cli.output import console, emit, emit_one
 
     if output != Format.table:
+        from fleetctl.burnin.criteria import board_kind_of_run
         from fleetctl.burnin.verdict import worst
 
         by_server: dict[str, list[str]] = {}
         for b in result.boards:
             by_server.setdefault(b.server, []).append(b.verdict)
-        emit_one({"run": result.run_id, "resumed": result.resumed, "kind": p.kind, "level": p.level, "duration_s": p.seconds,
+        emit_one({"run": result.run_id, "resumed": result.resumed, "kind": board_kind_of_run(p.kind), "level": p.level,
+                  "duration_s": p.seconds,
                   "servers": {n: worst(v) for n, v in by_server.items()},  # a server's verdict: the worst of its boards'
 
                   "workload_s": round(result.workload_s, 2), "elapsed_s": round(result.elapsed_s, 2), "counts": result.counts,
@@ -230,12 +241,15 @@ def list_(
     output: OutputOpt = Format.table,
 ) -> None:
     """Burn-in runs, newest first, with their boards by verdict."""
+    from fleetctl.burnin.criteria import board_kind_of_run
     from fleetctl.burnin.history import runs
     from fleetctl.cli.common import conn
     from fleetctl.cli.output import emit
 
     with conn() as c:
         rows = runs(c, limit=limit)
+    for r in rows:  # a run keeps the engine's workload name (mncore): shown as the board kind it burned in
+        r["kind"] = board_kind_of_run(str(r["kind"]))
     emit(rows, output, columns=["run", "started", "state", "kind", "level", "duration_s", "servers", "pass", "degraded", "fail", "error",
                                 "actor"])  # fmt: skip
 

@@ -64,6 +64,9 @@ class ServerExpect:
     psus_expected: int | None = None
     max_skew_s: float = 30.0
     now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    # The criteria its boards are judged by (burn-in's, for its board kind and model); None: those in force
+    # (fleetctl.burnin.criteria.current(): $FLEETCTL_BURNIN_CRITERIA or the bundled file), read by the host checks.
+    criteria: Any = None
 
 
 def bmc_operation(cursors: dict[str, str | None]) -> Any:
@@ -100,8 +103,13 @@ def bmc_operation(cursors: dict[str, str | None]) -> Any:
     return op
 
 
-def server_expectations(conn: Any, names: list[str], cursors: dict[str, dict[str, Any]], *, max_skew_s: float) -> dict[str, ServerExpect]:
-    """{server: ServerExpect} for the named servers, from the inventory."""
+def server_expectations(conn: Any, names: list[str], cursors: dict[str, dict[str, Any]], *, max_skew_s: float,
+                        criteria: Any = None) -> dict[str, ServerExpect]:  # fmt: skip
+    """{server: ServerExpect} for the named servers, from the inventory.
+
+    ``criteria`` (a ``CriteriaFile``, as burn-in is given with ``--criteria``) sets each server's criteria for its
+    board kind and model; without it the host checks judge by the criteria in force.
+    """
     from fleetctl.store import tables as T
 
     out: dict[str, ServerExpect] = {}
@@ -120,7 +128,8 @@ def server_expectations(conn: Any, names: list[str], cursors: dict[str, dict[str
         if r.name not in want:
             continue
         e = ServerExpect(r.name, r.serial, r.model, r.site, r.rack, r.position, r.board_kind, r.board_count or 0,
-                         log_cursor=(cursors.get(r.name) or {}).get("log_cursor"), max_skew_s=max_skew_s)  # fmt: skip
+                         log_cursor=(cursors.get(r.name) or {}).get("log_cursor"), max_skew_s=max_skew_s,
+                         criteria=criteria.for_board(r.board_kind or "", r.model) if criteria is not None else None)  # fmt: skip
         out[r.name] = by_id[r.id] = e
         model_of[r.id] = r.model_id
     for b in conn.execute(select(T.accelerator_board.c.server_id, T.accelerator_board.c.slot, T.accelerator_board.c.kind,

@@ -298,7 +298,7 @@ def test_a_healthy_host_has_no_host_finding_and_bmc_level_runs_no_host_check() -
     ("ecc", {("gpu.memory", "GPU 0", "critical")}),
     ("pending", {("gpu.memory", "GPU 0", "warning")}),
     ("hot", {("gpu.temperature", "GPU 1", "warning")}),
-    ("link", {("gpu.pcie", "GPU 1", "warning")}),
+    ("link", {("gpu.pcie", "GPU 1", "critical")}),  # burn-in's link_degraded: fail
     ("xid79", {("gpu.xid", "0000:3b:00", "critical")}),
     ("xid13", {("gpu.xid", "0000:3b:00", "warning")}),
     ("unparsable", {("host.reachable", "nvidia-smi", "unknown")}),
