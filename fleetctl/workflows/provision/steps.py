@@ -248,7 +248,7 @@ async def os_up(c: StepCall) -> dict[str, Any]:
             raise Timeout(f"the installed OS did not answer within {ctx.prov['install_timeout']} s of the boot ({why})")
         await asyncio.sleep(opt.poll_s)
     took = round(time.time() - started, 1)
-    out: dict[str, Any] = {"ssh": f"{ep['user']}@{ep['host']}:{ep['port']}", "up_after_s": took}
+    out: dict[str, Any] = {"ssh": ep.where, "up_after_s": took}
     async with c.bmc() as bmc:
         if ctx.bios:
             diff = await bmc.bios.verify(ctx.bios)
