@@ -55,7 +55,7 @@ def test_host_level_sees_the_boards_as_the_os_does(installed, cli) -> None:  # t
 
     boards = Path(installed["hosts"][GPU]["dir"]) / "boards.json"
     set_board_fault(boards, "0", "memory_errors")  # 64 retired pages, pages pending: critical
-    set_board_fault(boards, "1", "degraded_link")  # Gen3 x8 of Gen5 x16
+    set_board_fault(boards, "1", "degraded_link")  # Gen3 x8 of Gen5 x16: burn-in's link_degraded, a fail, so critical
     set_board_fault(boards, "2", "xid")  # Xid 79: fallen off the bus
     set_board_fault(boards, "3", "hot")  # 92 C
     mn_nodes = sorted((Path(installed["hosts"][MN]["vars"]["fleetctl_root"]) / "dev").glob("mnc2p*"))
@@ -70,7 +70,7 @@ def test_host_level_sees_the_boards_as_the_os_does(installed, cli) -> None:  # t
     got = _host_findings(cli)
     want_checks = {
         (MN, "accel.host_boards", "gpfn3-smi", "critical"), (MN, "accel.host_boards", "device nodes", "critical"),
-        (GPU, "gpu.memory", "GPU 0", "critical"), (GPU, "gpu.pcie", "GPU 1", "warning"), (GPU, "gpu.temperature", "GPU 3", "warning"),
+        (GPU, "gpu.memory", "GPU 0", "critical"), (GPU, "gpu.pcie", "GPU 1", "critical"), (GPU, "gpu.temperature", "GPU 3", "warning"),
     }  # fmt: skip
     assert want_checks <= got, got
     xid = {f for f in got if f[1] == "gpu.xid"}
