@@ -34,7 +34,7 @@ STATUS_OF = {"fail": C, "degraded": W}
 def criteria_of(e: ServerExpect) -> Criteria:
     """The criteria the server's boards are judged by: those the sweep was given, else the ones in force (burn-in's)."""
     if e.criteria is not None:
-        return e.criteria  # type: ignore[no-any-return]
+        return e.criteria
     return current().for_board(e.board_kind or "", e.model)
 
 

@@ -105,6 +105,14 @@ def test_a_healthy_gpu_is_reported_by_neither() -> None:
     assert (burnin_judges(HEALTHY), sweep_judges(HEALTHY)) == ("pass", None)
 
 
+def test_burnins_xid_lines_and_the_kernels_give_the_same_number() -> None:
+    assert crit.xid_code("Xid 79 (during the run): GPU has fallen off the bus.") == 79
+    assert crit.xid_code("NVRM: Xid (PCI:0000:3b:00): 13, pid=1234") is None  # the driver parses that one
+    assert crit.xid_code("kernel: something else") is None
+    # a line whose number cannot be read is judged as critical, never let pass
+    assert crit.load().for_board("gpu", None).judge_xid(None, "Xid ?").severity == "fail"
+
+
 @pytest.mark.parametrize("name", ["rtx4080super_drv595.71.05_idle_gen1-of-gen4.csv", "h100-80gb-hbm3_drv590.48.01_idle.csv"])
 def test_recorded_idle_gpus_are_healthy_to_both(name: str) -> None:
     """Real idle GPUs (tests/data/criteria/SOURCES.md): the RTX's link idles at Gen1 of Gen4, which is no fault."""
@@ -167,7 +175,7 @@ def test_board_kinds_are_the_inventorys_everywhere() -> None:
     assert [crit.burnin_kind(s) for s in ("mncore2", "gpu", "--mncore", "--gpu")] == ["mncore2", "gpu", "mncore2", "gpu"]
     # --mncore always ran the MN-Core 2 workload; first-generation boards are refused by name, not burned in with MN-Core 2 tools
     assert crit.BOARD_KINDS["mncore"] == ("mncore2",)
-    with pytest.raises(InputError, match="mncore .first-generation MN-Core board.: no burn-in"):
+    with pytest.raises(InputError, match=r"mncore \(first-generation MN-Core board\): no burn-in"):
         crit.burnin_kind("mncore")
     with pytest.raises(InputError, match="'mncore3' is not a board kind"):
         crit.burnin_kind("mncore3")
