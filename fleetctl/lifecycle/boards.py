@@ -139,7 +139,14 @@ def move_board(
         raise InvalidTransition(f"board {name} changed state while we moved it; nothing done")
     text = f"{current} -> {wanted}" + (f" (forced: {refused[0]})" if refused else "")
     conn.execute(
-        insert(T.event).values(at=utcnow(), actor=actor, action="board.state", object_kind="board", object_name=name,
-                               detail=text + (f"; {detail}" if detail else ""), reason=reason)  # fmt: skip
+        insert(T.event).values(
+            at=utcnow(),
+            actor=actor,
+            action="board.state",
+            object_kind="board",
+            object_name=name,
+            detail=text + (f"; {detail}" if detail else ""),
+            reason=reason,
+        )  # fmt: skip
     )
     return current

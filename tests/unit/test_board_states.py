@@ -172,7 +172,9 @@ def test_board_set_goes_through_the_table(example_loaded, cli, spy) -> None:  # 
     assert r.code == 0 and "rma -> suspect" in r.out
     assert cli("board", "set", serial, "--state", "suspect").out.strip() == f"board {serial}: already suspect, nothing done"
     assert [(e.detail, e.reason) for e in _events(serial)] == [
-        ("ok -> rma", "sent back"), ("rma -> suspect (forced: not in the board transition table)", "data fix")]
+        ("ok -> rma", "sent back"),
+        ("rma -> suspect (forced: not in the board transition table)", "data fix"),
+    ]
     assert _board(serial)[1] == "suspect"
     assert spy == [(board_id, w) for w in ("unknown", "unknown", "rma", "rma", "suspect", "suspect", "suspect")]
 
@@ -189,7 +191,8 @@ def test_burnin_verdicts_go_through_the_table(example_loaded, spy) -> None:  # t
     _open_rma(SERIALS[3])  # failed an earlier burn-in; its entry is still open
     fail = [{"criterion": "checksum", "severity": "fail", "message": "wrong results", "evidence": {}}]
     verdicts = ["pass", "degraded", "fail", "pass"]
-    results = [BoardResult(SERVER, s, f"mnc{i}", i, v, fail if v != "pass" else [], {}) for i, (s, v) in enumerate(zip(SERIALS, verdicts))]
+    results = [BoardResult(SERVER, s, f"mnc{i}", i, v, fail if v != "pass" else [], {})
+               for i, (s, v) in enumerate(zip(SERIALS, verdicts, strict=True))]  # fmt: skip
     assert _record(_engine(), run_id, SERVER, "mn-server-2", results, actor="tester@ci", started=_now()) is not None
 
     assert [_board(s)[1] for s in SERIALS] == ["ok", "suspect", "rma", "rma"]
@@ -270,6 +273,7 @@ def test_the_update_is_a_compare_and_set(example_loaded) -> None:  # type: ignor
 
     def writer_b() -> None:
         with engine.connect() as c:
+
             def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
                 if statement.lstrip().upper().startswith("UPDATE ACCELERATOR_BOARD"):
                     reached.set()
