@@ -139,7 +139,7 @@ def test_gpu_reads_dcgmi_gpu_burn_nvidia_smi_and_dmesg(lab, cli) -> None:  # typ
         0: ("pass", set()),
         1: ("fail", {"throughput"}),
         2: ("degraded", {"throughput", "temperature"}),
-        3: ("fail", {"memory_retired", "diag_fail"}),  # 65 retired pages; dcgmi r1 Page Retirement fails
+        3: ("fail", {"memory_retired", "diag_fail", "retired_pending"}),  # 65 retired, pending; dcgmi r1 Page Retirement fails
         4: ("fail", {"link_degraded"}),
         5: ("fail", {"checksum"}),  # gpu-burn: errors, FAULTY (it exits 0 all the same)
         6: ("fail", {"device_lost", "checksum", "xid"}),  # Xid 79 in dmesg, DIED
