@@ -22,6 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fleetctl.config import data_dir
+from fleetctl.inventory.render import to_document
+from fleetctl.inventory.schema import SiteFile
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -174,9 +178,6 @@ def compare_export(original: Path, exported: Path) -> list[str]:
     """
     import yaml
 
-    from fleetctl.inventory.render import to_document
-    from fleetctl.inventory.schema import SiteFile
-
     def read(p: Path) -> Any:
         return to_document(SiteFile.model_validate(yaml.safe_load(p.read_text())))
 
@@ -196,8 +197,6 @@ def compare_export(original: Path, exported: Path) -> list[str]:
 
 
 def main() -> None:
-    from fleetctl.config import data_dir
-
     demo_dir = data_dir() / "demo"
     demo_dir.mkdir(parents=True, exist_ok=True)
     db = demo_dir / "fleetctl.db"

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetctl.errors import FleetError, InputError
+from fleetctl.secrets import BadReference, load_sources, resolve, resolve_token, secrets_config_path
+from fleetctl.targets import resolve_switches
 
 
 @dataclass
@@ -70,8 +72,6 @@ class Preflight:
         self._problems.setdefault(what, Problem(what)).who.append(who)
 
     def _resolve(self, kind: str, ref: str) -> str | None:
-        from fleetctl.secrets import resolve, resolve_token
-
         key = (kind, ref)
         if key not in self._resolved:
             try:
@@ -129,8 +129,6 @@ class Preflight:
         This is the operator's setup, shared by every ``cmd:`` target; a
         NAME missing from it is left to the target that names it.
         """
-        from fleetctl.secrets import BadReference, load_sources, secrets_config_path
-
         if not any(r and r.startswith("cmd:") for r in refs):
             return
         path = secrets_config_path()
@@ -155,8 +153,6 @@ def for_provision(conn: Any, ctxs: Iterable[Any]) -> Preflight:
     ports are moved on, and per site: the provisioning block, the VLAN when
     ports move, the SSH key file, and the Kubernetes join token.
     """
-    from fleetctl.targets import resolve_switches
-
     pf = Preflight("provision")
     ctxs = list(ctxs)
     pf.bmc(c.bmc_ref for c in ctxs)

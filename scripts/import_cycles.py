@@ -93,8 +93,8 @@ def import_levels(package: str) -> tuple[int, int]:
 
 def main(argv: list[str]) -> int:
     packages = argv or ["fleetctl"]
-    runtime = grimp.build_graph(*packages, exclude_type_checking_imports=True)
-    every = grimp.build_graph(*packages)
+    runtime = grimp.build_graph(*packages, exclude_type_checking_imports=True, cache_dir=None)
+    every = grimp.build_graph(*packages, cache_dir=None)
     status = 0
     for package in packages:
         top, inner = import_levels(package)

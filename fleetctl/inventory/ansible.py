@@ -30,6 +30,8 @@ from urllib.parse import urlsplit, urlunsplit
 from sqlalchemy import select
 
 from fleetctl.errors import NotFound
+from fleetctl.inventory.queries import board_t, hm_t, nic_t, rack_t, site_t, srv_t, sw_t, tag_t
+from fleetctl.store import get_engine
 
 
 def group_name(prefix: str, value: str) -> str:
@@ -53,8 +55,6 @@ def _public_url(url: str | None) -> str | None:
 
 def _hosts(conn: Any, name: str | None = None, *, servers_only: set[str] | None = None) -> dict[str, dict[str, Any]]:
     """Every server and switch (or only ``name``; or only the servers ``servers_only``): variables and groups."""
-    from fleetctl.inventory.queries import board_t, hm_t, nic_t, rack_t, site_t, srv_t, sw_t, tag_t
-
     servers = (
         select(srv_t.c.id, srv_t.c.name, srv_t.c.serial, srv_t.c.position, srv_t.c.state, srv_t.c.bmc_url,
                rack_t.c.name.label("rack"), site_t.c.name.label("site"), hm_t.c.name.label("model"),
@@ -161,8 +161,6 @@ def ansible_inventory(url: str | None = None) -> dict[str, Any]:
 
     With ``_meta`` present Ansible never calls ``--host`` per host.
     """
-    from fleetctl.store import get_engine
-
     with get_engine(url).connect() as conn:
         hosts = _hosts(conn)
     groups: dict[str, list[str]] = defaultdict(list)
@@ -181,8 +179,6 @@ def host_vars(name: str, url: str | None = None) -> dict[str, Any]:
     Raises:
         NotFound: no server or switch has that name.
     """
-    from fleetctl.store import get_engine
-
     with get_engine(url).connect() as conn:
         hosts = _hosts(conn, name)
     if name not in hosts:

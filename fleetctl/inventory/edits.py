@@ -12,13 +12,12 @@ from typing import Any, TypedDict
 from sqlalchemy import select
 
 from fleetctl.errors import InputError, NotFound
-from fleetctl.inventory.schema import RackSpec, ServerSpec, SiteFile, SwitchSpec
+from fleetctl.inventory.queries import rack_t, resolve_rack, site_t, srv_t, sw_t
+from fleetctl.inventory.schema import ModelSpec, RackSpec, ServerSpec, SiteFile, SwitchSpec
+from fleetctl.store import get_engine
 
 
 def _site_of(table: Any, name: str, noun: str) -> str:
-    from fleetctl.inventory.queries import rack_t, site_t
-    from fleetctl.store import get_engine
-
     with get_engine().connect() as c:
         site = c.execute(
             select(site_t.c.name)
@@ -32,21 +31,14 @@ def _site_of(table: Any, name: str, noun: str) -> str:
 
 
 def site_of_server(name: str) -> str:
-    from fleetctl.inventory.queries import srv_t
-
     return _site_of(srv_t, name, "server")
 
 
 def site_of_switch(name: str) -> str:
-    from fleetctl.inventory.queries import sw_t
-
     return _site_of(sw_t, name, "switch")
 
 
 def site_of_rack(ref: str) -> tuple[str, str]:
-    from fleetctl.inventory.queries import resolve_rack
-    from fleetctl.store import get_engine
-
     with get_engine().connect() as c:
         r = resolve_rack(c, ref)
     return r.site, r.name
@@ -126,7 +118,5 @@ def is_placeholder_serial(server: str, serial: str | None) -> bool:
 
 def ensure_unidentified_model(doc: SiteFile) -> None:
     """Declare the placeholder model (a 1U server holding no boards) if the inventory does not yet."""
-    from fleetctl.inventory.schema import ModelSpec
-
     if not any(m.name == UNIDENTIFIED_MODEL for m in doc.models):
         doc.models.append(ModelSpec(name=UNIDENTIFIED_MODEL, kind="server", vendor="unknown", model="unknown", height=1))

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from fleetctl.errors import InputError, NotFound
 from fleetctl.inventory.naming import natural_key
+from fleetctl.lifecycle.states import ServerState
 from fleetctl.store import tables as T
 
 # Light Core tables (generated from the models): the read path never imports
@@ -54,8 +55,6 @@ def check_filters(conn: Connection, **filters: str | None) -> None:
     fleet: ``power off "state=$S"`` with S unset must not power off
     everything. Only ``all`` says all (see fleetctl.targets).
     """
-    from fleetctl.lifecycle.states import ServerState
-
     for key, value in filters.items():
         if value is None:
             continue

@@ -13,6 +13,9 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from fleetctl.errors import SecretError
+from fleetctl.secrets import validate_ref
+
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 Name = Annotated[str, Field(pattern=NAME_RE, max_length=63)]
 
@@ -230,8 +233,6 @@ class ServerSpec(Strict):
     def _cred(cls, v: str | None) -> str | None:
         if v is None:
             return None
-        from fleetctl.errors import SecretError
-        from fleetctl.secrets import validate_ref
 
         try:
             return validate_ref(v)
@@ -396,9 +397,6 @@ class K8sJoinSpec(Strict):
     @field_validator("token")
     @classmethod
     def _token(cls, v: str) -> str:
-        from fleetctl.errors import SecretError
-        from fleetctl.secrets import validate_ref
-
         try:
             return validate_ref(v)
         except SecretError as e:

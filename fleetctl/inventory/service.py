@@ -12,9 +12,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fleetctl.errors import InventoryError, NotFound
+from fleetctl.errors import InputError, InventoryError, NotFound
 from fleetctl.holders import actor  # (defined below the store; many callers import it from here)
-from fleetctl.inventory.plan import Plan
+from fleetctl.inventory.apply import apply
+from fleetctl.inventory.loader import load_path
+from fleetctl.inventory.plan import Plan, diff
+from fleetctl.inventory.schema import SiteFile, SiteSpec
+from fleetctl.inventory.snapshot import read_inventory
+from fleetctl.inventory.validate import check, merge, parse_source
+from fleetctl.lifecycle.states import BoardState
+from fleetctl.models import AcceleratorBoard
+from fleetctl.store import get_engine, write_transaction
 
 
 def _integrity(e: Exception) -> InventoryError:
@@ -25,9 +33,6 @@ def _integrity(e: Exception) -> InventoryError:
 def import_path(path: Path, *, dry_run: bool = False, reason: str | None = None, url: str | None = None) -> Plan:
     """Import a site file or a folder of them, all or nothing."""
     import gc
-
-    from fleetctl.inventory.loader import load_path
-    from fleetctl.inventory.validate import parse_source
 
     # Parsing builds a million small containers and frees none: the cyclic
     # collector would walk them again and again for nothing (a third of the
@@ -46,10 +51,6 @@ def _plan(conn: Any, sources: list[Any], files: list[Any]) -> Plan:
     The specs (current and desired) are dropped when this returns, so that a
     10,000-server import does not hold them while it writes.
     """
-    from fleetctl.inventory.plan import diff
-    from fleetctl.inventory.snapshot import read_inventory
-    from fleetctl.inventory.validate import check, merge
-
     current = read_inventory(conn)
     desired = merge(current, sources, files)
     files.clear()
@@ -64,9 +65,6 @@ def _plan(conn: Any, sources: list[Any], files: list[Any]) -> Plan:
 
 def _change(sources: list[Any], files: list[Any], *, dry_run: bool, action: str, reason: str | None, url: str | None) -> Plan:
     from sqlalchemy.exc import IntegrityError
-
-    from fleetctl.inventory.apply import apply
-    from fleetctl.store import write_transaction
 
     with write_transaction(url) as conn:
         plan = _plan(conn, sources, files)
@@ -95,10 +93,6 @@ def edit_site(
     ``mutate`` receives a ``SiteFile`` holding the site (and every model, so
     a check can see them); it raises InputError for bad arguments.
     """
-    from fleetctl.inventory.schema import SiteFile, SiteSpec
-    from fleetctl.inventory.snapshot import read_inventory
-    from fleetctl.store import get_engine
-
     with get_engine(url).connect() as conn:
         current = read_inventory(conn, {site_name})
     site = next((s for s in current.sites if s.name == site_name), None)
@@ -124,11 +118,6 @@ def edit_site(
 
 def remove_site(site_name: str, *, dry_run: bool = False, reason: str | None = None, url: str | None = None) -> Plan:
     """Remove a site that holds no racks."""
-    from fleetctl.inventory.apply import apply
-    from fleetctl.inventory.plan import diff
-    from fleetctl.inventory.snapshot import read_inventory
-    from fleetctl.store import write_transaction
-
     with write_transaction(url) as conn:
         current = read_inventory(conn, {site_name})
         if not current.sites:
@@ -146,9 +135,6 @@ def remove_site(site_name: str, *, dry_run: bool = False, reason: str | None = N
 
 
 def export_inventory(url: str | None = None, site_names: set[str] | None = None):  # type: ignore[no-untyped-def]
-    from fleetctl.inventory.snapshot import read_inventory
-    from fleetctl.store import get_engine
-
     with get_engine(url).connect() as conn:
         return read_inventory(conn, site_names)
 
@@ -162,11 +148,7 @@ def set_board_state(serial: str, state: str, *, reason: str | None = None, dry_r
     """
     from sqlalchemy import select
 
-    from fleetctl.errors import InputError
     from fleetctl.lifecycle.boards import move_board
-    from fleetctl.lifecycle.states import BoardState
-    from fleetctl.models import AcceleratorBoard
-    from fleetctl.store import write_transaction
 
     try:
         BoardState(state)

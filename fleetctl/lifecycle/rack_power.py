@@ -33,6 +33,8 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 
 from fleetctl.errors import FleetError
+from fleetctl.store import immediate
+from fleetctl.store import tables as T
 
 MARGIN_S = 60.0  # a power-on shows on its BMC within this after its slot
 KEEP_S = 86400.0  # admissions are pruned after a day
@@ -74,8 +76,6 @@ class RackPower:
 
     def counted(self, conn: Any, rack: str) -> tuple[dict[str, int], float]:
         """(server -> peak W) counted as drawing in ``rack``, and the rack's last admitted start (0: none)."""
-        from fleetctl.store import tables as T
-
         pa = T.power_admission
         peaks = self.peaks.get(rack, {})
         counted = {n: w for n, w in peaks.items() if n in self.drawing}
@@ -88,9 +88,6 @@ class RackPower:
 
     def admit(self, rack: str, server: str, peak_w: int, *, already_drawing: bool) -> Admission:
         """Admit one power-on (or cycle, ``already_drawing``): its start time and the rack's draw; OverBudget if it does not fit."""
-        from fleetctl.store import immediate
-        from fleetctl.store import tables as T
-
         pa = T.power_admission
         now = time.time()
         with immediate(self.engine) as conn:

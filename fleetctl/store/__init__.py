@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleetctl.config import database_url
 from fleetctl.errors import StoreError
 
 # The reservation's format (user:host:pid, user:temporal:WORKFLOW) has one definition, below the store.
@@ -43,8 +44,6 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def
 
 def get_engine(url: str | None = None) -> Engine:
     """The engine for ``url`` (default: from the environment), schema up to date."""
-    from fleetctl.config import database_url
-
     url = url or database_url()
     with _lock:
         engine = _engines.get(url)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleetctl.errors import EXIT_USAGE, InputError, StoreError
+from fleetctl.store import HEAD, _make_engine, alembic_config, check_revision_known, get_engine, redact_url, refuse_if_in_use, reset_engines
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -271,8 +272,6 @@ def restore(url: str, path: Path, *, yes: bool = False) -> Backup:
             the inventory is not empty and ``yes`` was not given.
         StoreError: the database is in use, or the backend's tools failed.
     """
-    from fleetctl.store import HEAD, check_revision_known, redact_url
-
     dialect = _dialect(url)
     info = read_backup(path)
     if info.dialect != dialect:
@@ -296,8 +295,6 @@ def _refuse_if_in_use(url: str) -> None:
     """Another fleetctl process working on the database (a live lock holder, a running sweep): no restore under it."""
     from sqlalchemy import create_engine
 
-    from fleetctl.store import refuse_if_in_use
-
     engine = create_engine(url)
     try:
         refuse_if_in_use(engine)
@@ -306,8 +303,6 @@ def _refuse_if_in_use(url: str) -> None:
 
 
 def _sqlite_restore(backup_file: Path, target: Path, *, migrate: bool) -> None:
-    from fleetctl.store import reset_engines
-
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():
         _refuse_if_in_use(f"sqlite:///{target}")
@@ -338,8 +333,6 @@ def _sqlite_restore(backup_file: Path, target: Path, *, migrate: bool) -> None:
 def _migrate_file(path: Path) -> None:
     """Bring a restored (older) SQLite file to this fleetctl's schema before it replaces anything."""
     from alembic import command
-
-    from fleetctl.store import _make_engine, alembic_config
 
     # The file is ours alone until it is swapped in: no lock to take, and the
     # reservations inside it are the backup's, not processes working on it.
@@ -391,8 +384,6 @@ def _swap(tmp: Path, target: Path) -> None:
 def _pg_restore(url: str, path: Path) -> None:
     """Drop every table and recreate them from the dump, in one transaction (psql --single-transaction)."""
     from sqlalchemy import create_engine, inspect
-
-    from fleetctl.store import get_engine, reset_engines
 
     _refuse_if_in_use(url)
     pg_restore, psql = _tool("pg_restore"), _tool("psql")

@@ -120,6 +120,6 @@ def test_the_store_and_the_lock_know_no_engine() -> None:
     """No chain of imports (function-level ones included) leads from the lock or the store to an engine."""
     import grimp
 
-    graph = grimp.build_graph("fleetctl", include_external_packages=False)
+    graph = grimp.build_graph("fleetctl", include_external_packages=False, cache_dir=None)
     for low in ("fleetctl.lifecycle.locks", "fleetctl.store", "fleetctl.holders"):
         assert not graph.chain_exists(importer=low, imported="fleetctl.scaleout", as_packages=True), low
