@@ -243,3 +243,18 @@ class FleetSessions:
         cls = driver_for("bmc", target)
         async with cls(target, fleet=await self.session(cls), **options) as bmc:
             yield bmc
+
+
+def accel_driver(board_kind: str) -> Any:
+    """The accelerator driver (an :class:`~fleetctl.interfaces.accel.AccelDriver`) of a board kind.
+
+    Accelerator drivers register one entry point per board kind they serve in
+    ``fleetctl.accel`` (``mncore2``, ``gpu``); a kind no driver serves gets a
+    :class:`~fleetctl.interfaces.accel.NoopAccel`, whose every use says so
+    (the server's error, never the run's end).
+    """
+    from fleetctl.interfaces.accel import NoopAccel
+
+    if board_kind not in _entry_points("accel"):
+        return NoopAccel(board_kind)
+    return load_driver("accel", board_kind)()

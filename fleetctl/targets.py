@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
 from fleetctl.errors import InputError, NotFound
+
+if TYPE_CHECKING:
+    from fleetctl.interfaces.host import HostRef, HostTarget
 
 SELECTORS = ("state", "tag", "model", "rack", "site")
 
@@ -262,7 +265,7 @@ def snmp_targets(switches: list[SwitchRef], *, timeout: float | None = None,
     return targets, unreachable
 
 
-def host_target(name: str, hostvars: Mapping[str, Any], provisioning: Mapping[str, Any] | None) -> Any:
+def host_target(name: str, hostvars: Mapping[str, Any], provisioning: Mapping[str, Any] | None) -> HostTarget:
     """How to reach a server's installed OS (a :class:`~fleetctl.interfaces.host.HostTarget`), as the inventory says.
 
     The server's ``host`` (``host[:port]``, in the Ansible variables as
@@ -283,7 +286,7 @@ def host_target(name: str, hostvars: Mapping[str, Any], provisioning: Mapping[st
                       known_hosts=str(known or data_dir() / "known_hosts"), strict=bool(known))  # fmt: skip
 
 
-def resolve_hosts(conn: Any, names: list[str]) -> dict[str, Any]:
+def resolve_hosts(conn: Any, names: list[str]) -> dict[str, HostRef]:
     """The hosts of the named servers (:class:`~fleetctl.interfaces.host.HostRef` by name), in a few queries.
 
     Each carries its :class:`HostTarget`, the inventory's host variables (the
@@ -304,7 +307,7 @@ def resolve_hosts(conn: Any, names: list[str]) -> dict[str, Any]:
     ).all()
     provs: dict[str, Mapping[str, Any] | None] = {}
     hosts = _hosts(conn, servers_only=set(names))
-    out: dict[str, Any] = {}
+    out: dict[str, HostRef] = {}
     for r in rows:
         if r.site not in provs:
             provs[r.site] = site_provisioning(conn, r.site)

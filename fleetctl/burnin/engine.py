@@ -273,7 +273,8 @@ def plan(conn: Any, *, kind: str, targets: list[str], level: str, duration: floa
         job = HostJob(server=r.name, target=h.target, hostvars=dict(h.hostvars), kind=kind, boards=boards[r.name], model=h.model,
                       seconds=seconds, dcgm_level=lvl.dcgm_level if kind == "gpu" else None,
                       grace=grace if grace is not None else max(30.0, seconds * 0.25),
-                      interval=interval if interval is not None else max(1.0, min(30.0, seconds / 20)), force=force)  # fmt: skip
+                      interval=interval if interval is not None else max(1.0, min(30.0, seconds / 20)), force=force,
+                      board_kind=h.board_kind or "")  # fmt: skip
         out.append(ServerPlan(r.name, r.id, rows[r.name].state, h.model or "", h.board_kind or "", boards[r.name], job, r,
                               baselines.get(r.name, {})))  # fmt: skip
     from fleetctl.preflight import for_burnin

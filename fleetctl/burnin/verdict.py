@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fleetctl.burnin.criteria import Criteria, Judgement, xid_code
+from fleetctl.interfaces.accel import BoardObservation
 
 VERDICTS = ("pass", "degraded", "fail")
 RANK = {"pass": 0, "note": 0, "degraded": 1, "fail": 2, "error": 3}
@@ -31,36 +32,6 @@ class Reason:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass
-class BoardObservation:
-    """Everything the stages saw of one board (None: not read, or could not be)."""
-
-    server: str
-    device: str  # mnc2p27s0, or GPU <index>
-    kind: str  # mncore2, gpu
-    serial: str | None = None
-    slot: int | None = None
-    model: str | None = None  # the server's hardware model (criteria are per model)
-    present: bool = True  # listed by the host tool at the pre-checks
-    link_before: dict[str, Any] | None = None  # PcieLink.model_dump()
-    link_after: dict[str, Any] | None = None
-    firmware: list[tuple[str, str | None, str]] = field(default_factory=list)  # (component, current, wanted) that differ
-    throughput: float | None = None  # what the workload reported
-    checksum_ok: bool | None = None  # None: the workload says nothing of it
-    workload_ok: bool | None = None  # the program's own verdict (MN-Core PASS/FAIL, gpu-burn OK/FAULTY)
-    workload_errors: int | None = None  # compute errors counted by the workload
-    lost: str | None = None  # why the board is gone (device node vanished, DIED, no result)
-    hung: bool = False
-    errors_before: dict[str, int] = field(default_factory=dict)  # memory error counters before the workload
-    errors_after: dict[str, int] = field(default_factory=dict)
-    retired_pages: int | None = None
-    retired_pages_pending: bool | None = None  # pages waiting to be retired (nvidia-smi retired_pages.pending), None: not read
-    xids: list[str] = field(default_factory=list)  # kernel lines
-    diag: list[dict[str, Any]] = field(default_factory=list)  # dcgmi: {"test", "status", "message", "setup_error"}
-    telemetry: list[dict[str, Any]] = field(default_factory=list)  # {"t", "temp_c", "power_w", "clock_mhz", "source"}
-    evidence: dict[str, str] = field(default_factory=dict)  # raw lines worth keeping (the result line)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The core's view of hardware: typed results and one interface per capability.
 
-Drivers (``fleetctl_drivers`` and third parties' distributions, found through
+Drivers (the drivers distribution and third parties' distributions, found through
 entry points: ``fleetctl.plugins``) implement these; the core (CLI, workflows,
 checks) only ever imports from here, never a driver module.
 """

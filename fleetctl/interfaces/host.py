@@ -53,9 +53,14 @@ class HostRef:
 class CommandOutput(Protocol):
     """What one command printed (``fleetctl.hostio.Output``)."""
 
-    stdout: str
-    stderr: str
-    exit_status: int | None
+    @property
+    def stdout(self) -> str: ...
+
+    @property
+    def stderr(self) -> str: ...
+
+    @property
+    def exit_status(self) -> int | None: ...
 
     def last_error_line(self, limit: int = 200) -> str: ...
 

@@ -1,15 +1,13 @@
-"""`sweep --level host`: what only the host sees, read over SSH through the accelerator parsers.
+"""`sweep --level host`: what only the host sees, read over SSH by the accelerator driver of the server's boards.
 
 For each server whose OS should answer (ready, in service, in maintenance),
-one SSH session runs the accelerator tools the inventory's host variables
-name (``fleetctl_smi_cmd``, ``fleetctl_nvidia_smi_cmd``,
-``fleetctl_dev_glob``, ``fleetctl_dmesg_cmd``; the playbooks read the same
-ones) and the driver package's parsers read their output:
-
-- MN-Core 2: ``gpfn3-smi list`` (boards by device name) and the device
-  nodes present;
-- GPUs: ``nvidia-smi --query-gpu`` (temperature, ECC, retired pages, PCIe
-  link now and at most) and the kernel's Xid lines.
+one SSH session (``fleetctl.hostio``) in which the accelerator driver that
+serves the server's board kind (``fleetctl.plugins.accel_driver``, found
+through the ``fleetctl.accel`` entry points) reads the boards and their
+counters with the tools the inventory's host variables name (the playbooks
+read the same ones). The driver gives its parts by the names the host checks
+read (``fleetctl.sweep.host_checks``): the board listing and device nodes of
+one kind, the GPUs' counters and the kernel's Xid lines of another.
 
 A host that does not answer, or a tool whose output cannot be read, is that
 part's finding; nothing here raises for one host.
@@ -17,8 +15,6 @@ part's finding; nothing here raises for one host.
 
 from __future__ import annotations
 
-import asyncio
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,91 +24,47 @@ from fleetctl.interfaces.host import HostRef
 #: Lifecycle states in which the installed OS should answer over SSH.
 HOST_STATES = frozenset({"ready", "in-service", "maintenance"})
 
-#: What ``nvidia-smi --query-gpu`` is asked for.
-GPU_FIELDS = ("index", "serial", "pci.bus_id", "temperature.gpu", "ecc.errors.uncorrected.volatile.total",
-              "retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count", "retired_pages.pending",
-              "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max")  # fmt: skip
-
 
 @dataclass
 class HostReading:
     """What the host said; a part is None when it could not be read (``errors`` says why)."""
 
     error: str | None = None  # the host did not answer (no part read)
-    mncore: list[Any] | None = None  # MnCoreDevice from gpfn3-smi list
+    mncore: list[Any] | None = None  # the board listing (the driver's typed devices)
     device_nodes: list[str] | None = None
-    gpus: list[Any] | None = None  # GpuQuery
-    xids: list[Any] | None = None  # XidEvent
+    gpus: list[Any] | None = None  # the GPUs' counters (the driver's typed readings)
+    xids: list[Any] | None = None  # kernel events
     errors: dict[str, str] = field(default_factory=dict)
 
 
-#: The most stdout kept per tool (fleetctl.hostio stops a command that prints more, naming the host and the command):
-#: a tool's listing of 8 boards is a few kB; a server's kernel log is ~1 MB at most in practice.
-MAX_TOOL_BYTES = 1 << 20
-MAX_DMESG_BYTES = hostio.MAX_OUTPUT_BYTES
-
-
-async def _run(conn: Any, host: str, argv: list[str], timeout: float, *, max_bytes: int = MAX_TOOL_BYTES) -> str:
-    done = await hostio.run(conn, " ".join(shlex.quote(a) for a in argv), host=host, timeout=timeout, max_bytes=max_bytes)
-    if done.exit_status != 0:
-        err = done.last_error_line()
-        raise RuntimeError(f"`{argv[0]}` exited {done.exit_status}" + (f": {err}" if err else ""))
-    return done.stdout
+_PARTS = ("mncore", "device_nodes", "gpus", "xids")
 
 
 async def read_host(ref: HostRef, *, timeout: float = 20.0) -> HostReading:
-    """One SSH session to the host; each tool on its own (one that fails is that part's error)."""
+    """One SSH session to the host, in which the board kind's driver reads each tool on its own."""
+    from fleetctl.plugins import accel_driver
+
     r = HostReading()
-    name, hostvars, board_kind = ref.target.name, ref.hostvars, ref.board_kind
+    got = None
     try:
-        opened = hostio.connect(ref.target, timeout=timeout)
-        host = await opened.__aenter__()
+        async with hostio.connect(ref.target, timeout=timeout) as host:  # a server without boards: is its OS up
+            if ref.board_kind:
+                got = await accel_driver(ref.board_kind).read(host, ref.hostvars, timeout=timeout)
     except hostio.HostUnreachable as e:
-        r.error = f"{name}: {e}"
+        r.error = f"{ref.target.name}: {e}"
         return r
-    conn = host.conn
-
-    async def part(label: str, coro: Any) -> Any:
-        try:
-            return await coro
-        except Exception as e:  # noqa: BLE001 - a tool that fails or prints what its parser refuses is that part's finding
-            r.errors[label] = str(e) if isinstance(e, hostio.HostOutputError) else f"{name}: {e}"  # the former names the host
-            return None
-
-    from fleetctl_drivers.accel.mncore import parse_gpfn3_list
-    from fleetctl_drivers.accel.nvidia import parse_query_gpu_csv, parse_xid
-
-    try:
-        if board_kind in ("mncore2", "mncore"):
-            smi = str(hostvars.get("fleetctl_smi_cmd") or "gpfn3-smi")
-            glob = str(hostvars.get("fleetctl_dev_glob") or "/dev/mnc2p*")
-
-            async def nodes() -> list[str]:
-                out = await _run(conn, name, ["sh", "-c", f'for f in {glob}; do [ -e "$f" ] && echo "$f"; done; true'], timeout)
-                return [ln for ln in out.splitlines() if ln.strip()]
-
-            async def smi_list() -> list[Any]:
-                return parse_gpfn3_list(await _run(conn, name, [smi, "list"], timeout))
-
-            r.mncore, r.device_nodes = await asyncio.gather(part("gpfn3-smi", smi_list()), part("device nodes", nodes()))
-        if board_kind == "gpu":
-            nvsmi = str(hostvars.get("fleetctl_nvidia_smi_cmd") or "nvidia-smi")
-            dmesg = str(hostvars.get("fleetctl_dmesg_cmd") or "dmesg")
-
-            async def gpus() -> list[Any]:
-                return parse_query_gpu_csv(await _run(conn, name, [nvsmi, f"--query-gpu={','.join(GPU_FIELDS)}", "--format=csv"], timeout))
-
-            async def xids() -> list[Any]:
-                return parse_xid(await _run(conn, name, [dmesg], timeout, max_bytes=MAX_DMESG_BYTES))
-
-            r.gpus, r.xids = await asyncio.gather(part("nvidia-smi", gpus()), part("dmesg", xids()))
-    finally:
-        await opened.__aexit__(None, None, None)
+    if got is None:
+        return r
+    for part, value in got.parts.items():
+        if part in _PARTS:
+            setattr(r, part, value)
+    r.errors.update(got.errors)
     return r
 
 
 async def read_hosts(hosts: dict[str, HostRef], *, concurrency: int = 50, timeout: float = 20.0) -> dict[str, HostReading]:
     """Every host of ``hosts`` (``fleetctl.targets.resolve_hosts``), at most ``concurrency`` at once."""
+    import asyncio
 
     async def one(ref: HostRef) -> HostReading:
         try:

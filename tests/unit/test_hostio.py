@@ -22,8 +22,10 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+from fleetctl_drivers.accel import nvidia
 
 from fleetctl import hostio
+from fleetctl.interfaces import accel
 from fleetctl.interfaces.host import BatchPart
 
 asyncssh = pytest.importorskip("asyncssh")
@@ -233,10 +235,10 @@ def test_host_sweep_reads_within_bounds_and_names_the_host() -> None:
             r = await sweep_host.read_host(HostRef(host.endpoint(), {}, "gpu"), timeout=60)
         assert r.error is None and r.gpus is None and r.xids is None
         assert r.errors["nvidia-smi"].startswith("gpu-07: `nvidia-smi --query-gpu=index,serial")
-        assert f"printed more than {sweep_host.MAX_TOOL_BYTES} bytes" in r.errors["nvidia-smi"]
-        assert r.errors["dmesg"].startswith(f"gpu-07: `dmesg`: printed more than {sweep_host.MAX_DMESG_BYTES} bytes")
+        assert f"printed more than {nvidia.MAX_TOOL_BYTES} bytes" in r.errors["nvidia-smi"]
+        assert r.errors["dmesg"].startswith(f"gpu-07: `dmesg`: printed more than {nvidia.MAX_DMESG_BYTES} bytes")
         # both commands at once: what each keeps, plus a window each in flight, plus the parsers' nothing
-        assert got[0] < 2 * (sweep_host.MAX_TOOL_BYTES + sweep_host.MAX_DMESG_BYTES) + SLACK  # measured 24 MiB
+        assert got[0] < 2 * (nvidia.MAX_TOOL_BYTES + nvidia.MAX_DMESG_BYTES) + SLACK  # measured 24 MiB
 
     with host:
         asyncio.run(scenario())
@@ -283,9 +285,9 @@ def test_burnin_dcgmi_report_without_end_is_refused_unread() -> None:
     async def scenario() -> None:
         with peak() as got:
             out = await burnin_host.burn(_gpu_job(host.endpoint(), dcgm_level=1))
-        assert out.error == (f"gpu-07: `dcgmi diag -r 1 -j`: printed more than {burnin_host.DCGM_JSON_BYTES} bytes, "
+        assert out.error == (f"gpu-07: `dcgmi diag -r 1 -j`: printed more than {nvidia.DCGM_JSON_BYTES} bytes, "
                              "more than any real report; stopped, not read")  # fmt: skip
-        assert got[0] < 4 * burnin_host.DCGM_JSON_BYTES + SLACK  # lines kept as str objects: measured 10.6 MiB
+        assert got[0] < 4 * nvidia.DCGM_JSON_BYTES + SLACK  # lines kept as str objects: measured 10.6 MiB
 
     with host:
         asyncio.run(scenario())
@@ -317,7 +319,7 @@ def test_burnin_workload_output_keeps_its_head_and_tail_only() -> None:
         assert out.error is None, out.error
         (o,) = out.observations
         assert (o.workload_ok, o.throughput, o.hung) == (True, 10000.0, False)
-        kept = burnin_host.WORKLOAD_HEAD_BYTES + burnin_host.WORKLOAD_TAIL_BYTES
+        kept = nvidia.WORKLOAD_HEAD_BYTES + nvidia.WORKLOAD_TAIL_BYTES
         # the lines kept (str objects: ~60 bytes each beyond their text), their join, the parser's split of it;
         # keeping all of it took over 45 MB here
         assert got[0] < 8 * kept + SLACK  # measured 6 MiB
@@ -343,10 +345,8 @@ def test_provisioning_probe_reads_within_bounds() -> None:
 
 
 def test_burnin_telemetry_keeps_a_bounded_sample_of_the_whole_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fleetctl.burnin import host as burnin_host
-
-    monkeypatch.setattr(burnin_host, "MAX_SAMPLES_PER_BOARD", 100)
-    sampler = burnin_host._Sampler(time.monotonic())
+    monkeypatch.setattr(accel, "MAX_SAMPLES_PER_BOARD", 100)
+    sampler = accel.Sampler(time.monotonic())
     for i in range(10_000):
         sampler.add("GPU 0", n=i)
     kept = [s["n"] for s in sampler.samples["GPU 0"]]

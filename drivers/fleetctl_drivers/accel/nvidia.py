@@ -19,18 +19,34 @@ environment problem rather than a broken GPU (:data:`DCGM_ERRORS`,
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import csv
 import enum
 import json
 import re
+import time
 import xml.etree.ElementTree as ET
 import xml.parsers.expat as expat
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fleetctl import hostio
+from fleetctl.interfaces.accel import (
+    AccelBurnin,
+    AccelDriver,
+    AccelReading,
+    BoardObservation,
+    BurninContext,
+    Sampler,
+    StageError,
+    quote_argv,
+)
+from fleetctl.interfaces.host import HostSession
 from fleetctl_drivers.accel import AccelParseError
+from fleetctl_drivers.accel.pcie import PcieLink
 
 __all__ = [
     "DCGM_ERRORS",
@@ -1130,3 +1146,261 @@ def parse_xid(text: str) -> list[XidEvent]:
         if m:
             out.append(XidEvent(line=n, pci=m.group(1), xid=int(m.group(2)), message=m.group(3)))
     return out
+
+
+# --- the driver: NVIDIA GPUs on a host, for burn-in and the sweep -------------------------------------------------
+# (The core reaches it through the ``fleetctl.accel`` entry points, keyed by board kind: gpu.)
+
+#: What nvidia-smi is asked for before and after the workload.
+GPU_CHECK_FIELDS = ("index", "serial", "pci.bus_id", "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
+                    "retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count", "retired_pages.pending",
+                    "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max")  # fmt: skip
+#: ... and while it runs, every interval.
+GPU_SAMPLE_FIELDS = ("index", "temperature.gpu", "power.draw", "clocks.sm")
+#: What the sweep asks nvidia-smi for.
+GPU_SWEEP_FIELDS = ("index", "serial", "pci.bus_id", "temperature.gpu", "ecc.errors.uncorrected.volatile.total",
+                    "retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count", "retired_pages.pending",
+                    "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max")  # fmt: skip
+_ERROR_KEYS = {"ecc_corrected_volatile_total": "corrected_ecc", "ecc_uncorrected_volatile_total": "uncorrected_ecc",
+               "retired_pages_single_bit": "retired_single_bit", "retired_pages_double_bit": "retired_double_bit"}  # fmt: skip
+_GEN_SPEED = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+# What is kept of a host's output (fleetctl.hostio bounds every read): a workload's output, its beginning and its end
+# (gpu-burn's GPU names, its last progress lines and verdicts; its error counts are cumulative, so the last line holds
+# the most, while its best Gflop/s is the best of the lines kept); dcgmi's JSON, whole or not at all.
+WORKLOAD_HEAD_BYTES = 256 << 10
+WORKLOAD_TAIL_BYTES = 1 << 20
+DCGM_JSON_BYTES = 4 << 20
+#: The most stdout kept per tool in the sweep's read; the kernel log gets the generic bound (~1 MB real at most).
+MAX_TOOL_BYTES = 1 << 20
+MAX_DMESG_BYTES = hostio.MAX_OUTPUT_BYTES
+# dcgmi diag levels take about this long on real GPUs (DOMAIN.md: r1 seconds, r2 ~2 min, r3 ~15 min, r4 longer).
+_DCGM_BUDGET = {1: 120.0, 2: 600.0, 3: 2400.0, 4: 7200.0}
+
+
+def _link_from_gpu(q: GpuQuery) -> dict[str, Any] | None:
+    if q.pcie_link_gen_current is None and q.pcie_link_width_current is None:
+        return None
+    link = PcieLink(speed_gts=_GEN_SPEED.get(q.pcie_link_gen_current or 0), width=q.pcie_link_width_current,
+                    max_speed_gts=_GEN_SPEED.get(q.pcie_link_gen_max or 0), max_width=q.pcie_link_width_max)  # fmt: skip
+    return link.model_dump()
+
+
+def _gpu_errors(q: GpuQuery) -> dict[str, int]:
+    return {k: int(getattr(q, a)) for a, k in _ERROR_KEYS.items() if getattr(q, a) is not None}
+
+
+def _bus_of(pci: str) -> str:
+    """``00000000:3B:00.0`` and ``0000:3b:00`` -> ``3b``: the bus, how nvidia-smi and the kernel both name it."""
+    parts = pci.lower().split(":")
+    return parts[-2] if len(parts) >= 2 else pci.lower()
+
+
+class NvidiaStages(AccelBurnin):
+    """The GPU stages on one host: nvidia-smi and the kernel's Xids before; dcgmi diag (the level's) and gpu-burn with
+    nvidia-smi sampled beside it; nvidia-smi and Xids after."""
+
+    def __init__(self, ctx: BurninContext) -> None:
+        super().__init__(ctx)
+        hv = ctx.job.hostvars
+        self.nvsmi = str(hv.get("fleetctl_nvidia_smi_cmd") or "nvidia-smi")
+        self.dcgmi = str(hv.get("fleetctl_dcgmi_cmd") or "dcgmi")
+        self.burn_cmd = str(hv.get("fleetctl_gpu_burn_cmd") or "gpu-burn")
+        self.dmesg = str(hv.get("fleetctl_dmesg_cmd") or "dmesg")
+        self.before: list[GpuQuery] = []
+        self.xid_before: list[XidEvent] = []
+        self.obs: dict[int, BoardObservation] = {}  # by nvidia-smi index
+        self.sampler = Sampler(time.monotonic())
+
+    async def query(self, fields: tuple[str, ...]) -> list[GpuQuery]:
+        text = await self.ctx.run(quote_argv([self.nvsmi, f"--query-gpu={','.join(fields)}", "--format=csv"]),
+                                  what="nvidia-smi --query-gpu")  # fmt: skip
+        try:
+            return parse_query_gpu_csv(text)
+        except AccelParseError as e:
+            raise StageError(f"nvidia-smi --query-gpu: {e}") from e
+
+    async def xids(self) -> list[XidEvent]:
+        return parse_xid(await self.ctx.run(quote_argv([self.dmesg]), what="dmesg"))
+
+    async def prechecks(self) -> list[BoardObservation]:
+        job = self.ctx.job
+        self.before = before = await self.query(GPU_CHECK_FIELDS)
+        self.xid_before = await self.xids()
+        by_serial = {q.serial: q for q in before if q.serial}
+        boards_out: list[BoardObservation] = []
+        for b in sorted(job.boards, key=lambda b: (b.slot if b.slot is not None else 1 << 30, b.serial)):
+            q = by_serial.get(b.serial)
+            o = BoardObservation(server=job.server, device=f"GPU {q.index}" if q is not None else f"slot {b.slot}", kind=b.kind,
+                                 serial=b.serial, slot=b.slot, model=job.model, present=q is not None)  # fmt: skip
+            boards_out.append(o)
+            if q is None or q.index is None:
+                continue
+            self.obs[q.index] = o
+            o.link_before = _link_from_gpu(q)
+            o.errors_before = _gpu_errors(q)
+            if q.retired_pages_single_bit is not None or q.retired_pages_double_bit is not None:
+                o.retired_pages = (q.retired_pages_single_bit or 0) + (q.retired_pages_double_bit or 0)
+            o.retired_pages_pending = q.retired_pages_pending  # judged as the sweep judges it (one set of criteria)
+        return boards_out
+
+    async def workload(self) -> None:
+        ctx, job, out, obs = self.ctx, self.ctx.job, self.ctx.out, self.obs
+        t0 = time.monotonic()
+        if job.dcgm_level:
+            await self._dcgm()
+        # gpu-burn on every GPU at once, with nvidia-smi sampled beside it.
+        self.sampler = sampler = Sampler(t0)
+        text = hostio.KeptLines(head=WORKLOAD_HEAD_BYTES, tail=WORKLOAD_TAIL_BYTES)
+        stop = asyncio.Event()
+
+        async def sample() -> None:
+            while not stop.is_set():
+                try:
+                    for q in await self.query(GPU_SAMPLE_FIELDS):
+                        if q.index is not None:
+                            sampler.add(str(q.index), **{k: v for k, v in (("temp_c", q.temperature_gpu_c), ("power_w", q.power_draw_w),
+                                                                          ("clock_mhz", q.clocks_sm_mhz)) if v is not None})  # fmt: skip
+                except StageError:
+                    pass  # a GPU that falls off the bus makes nvidia-smi fail: the workload's result says so
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), job.interval)
+
+        sampling = asyncio.create_task(sample())
+        _, hung = await ctx.host.stream(ctx.in_session(quote_argv([self.burn_cmd, f"{job.seconds:g}"])),
+                                        deadline=time.monotonic() + job.seconds + job.grace,
+                                        on_line=lambda s, ln: text.add(ln) if s == "stdout" else None)  # fmt: skip
+        stop.set()
+        await sampling
+        out.workload_s = time.monotonic() - t0
+        if hung:
+            await ctx.stop_session("stopping the hung gpu-burn")
+            for o in obs.values():
+                o.hung = True
+            return
+        try:
+            burn_res = parse_gpu_burn(text.text())
+        except AccelParseError as e:
+            for o in obs.values():
+                o.lost = f"gpu-burn gave no verdict: {e}"
+            return
+        # gpu-burn numbers the GPUs it sees as CUDA does; the lab and a default CUDA_DEVICE_ORDER=PCI_BUS_ID
+        # host number them as nvidia-smi does. ASSUMPTION: the same order (documented).
+        for g in burn_res.gpus:
+            o2 = obs.get(g.index)
+            if o2 is None:
+                continue
+            o2.throughput = g.gflops_max
+            o2.workload_ok = g.ok
+            o2.workload_errors = g.max_errors
+            if g.died:
+                o2.lost = f"{o2.device}: gpu-burn marked it DIED"
+            o2.evidence["result"] = f"GPU {g.index}: {'OK' if g.ok else 'FAULTY'}, max errors {g.max_errors}"
+
+    async def _dcgm(self) -> None:
+        ctx, job, out, obs = self.ctx, self.ctx.job, self.ctx.out, self.obs
+        cmd = ctx.in_session(quote_argv([self.dcgmi, "diag", "-r", str(job.dcgm_level), "-j"]))
+        lines = hostio.KeptLines(head=DCGM_JSON_BYTES)
+        diag = f"dcgmi diag -r {job.dcgm_level} -j"
+
+        def keep(stream: str, line: str) -> None:
+            if stream != "stdout":
+                return
+            lines.add(line)
+            if lines.overflowed:  # a JSON document is read whole or not at all: stop reading, and stop dcgmi
+                raise hostio.HostOutputError(f"printed more than {DCGM_JSON_BYTES} bytes, more than any real report; "
+                                             "stopped, not read", host=job.server, command=diag)  # fmt: skip
+
+        try:
+            _, hung = await ctx.host.stream(cmd, deadline=time.monotonic() + _DCGM_BUDGET.get(job.dcgm_level or 0, 3600) + job.grace,
+                                            on_line=keep)  # fmt: skip
+        except hostio.HostOutputError as e:
+            await ctx.stop_session("stopping dcgmi")
+            raise StageError(str(e)) from e
+        if hung:
+            # Which GPU hung dcgmi cannot be told from here: a note for the server; gpu-burn next tells the boards apart.
+            await ctx.stop_session("stopping a hung dcgmi")
+            out.notes.append(f"dcgmi diag -r {job.dcgm_level} did not end in its time and was stopped")
+            return
+        try:
+            report = parse_dcgmi_diag(lines.text())
+        except AccelParseError as e:
+            raise StageError(f"dcgmi diag: {e}") from e
+        if report.runtime_error:
+            out.notes.append(f"dcgmi diag did not run: {report.runtime_error}")
+        for _cat, test, r in report.results:
+            ids = r.gpu_ids or ([r.entity_id] if r.entity_id is not None else list(obs))
+            msg = "; ".join(w.message for w in r.warnings)
+            if r.status not in (DiagStatus.FAIL, DiagStatus.WARN):
+                continue
+            if r.setup_error:
+                out.notes.append(f"dcgmi diag {test}: a setup error, not the GPU: {msg}")
+            status = "Fail" if r.status == DiagStatus.FAIL else "Warn"
+            for i in ids:
+                if i in obs:
+                    obs[i].diag.append({"test": test, "status": status, "message": msg, "setup_error": r.setup_error,
+                                        "error_ids": [w.error_id for w in r.warnings]})  # fmt: skip
+
+    async def postchecks(self) -> None:
+        try:
+            got = await self.query(GPU_CHECK_FIELDS)
+        except StageError:
+            got = []
+        after = {q.index: q for q in got if q.index is not None}
+        xid_before = self.xid_before
+        xid_after = await self.xids()
+        seen = {(x.pci.lower(), x.xid, x.message) for x in xid_before}
+        for i, o in self.obs.items():
+            o.telemetry = self.sampler.samples.get(str(i), [])
+            q = after.get(i)
+            if q is None:
+                o.lost = o.lost or f"{o.device}: nvidia-smi no longer lists it after the workload"
+            else:
+                o.link_after = _link_from_gpu(q)
+                o.errors_after = _gpu_errors(q)
+            before_bus = next((b.pci_bus_id for b in self.before if b.index == i), None)
+            bus = _bus_of(before_bus) if before_bus else None
+            for x in xid_before + xid_after:
+                if bus and _bus_of(x.pci) == bus:
+                    when = "since boot" if (x.pci.lower(), x.xid, x.message) in seen else "during the run"
+                    line = f"Xid {x.xid} ({when}): {x.message}"
+                    if line not in o.xids:
+                        o.xids.append(line)
+
+
+class NvidiaDriver(AccelDriver):
+    """NVIDIA GPUs (board kind ``gpu``): nvidia-smi, dcgmi, gpu-burn and the kernel's Xid lines."""
+
+    kinds = ("gpu",)
+
+    async def read(self, host: HostSession, hostvars: Mapping[str, Any], *, timeout: float) -> AccelReading:
+        """``nvidia-smi --query-gpu`` (part ``gpus``) and the kernel's Xid lines (part ``xids``), each on its own."""
+        name = host.target.name
+        nvsmi = str(hostvars.get("fleetctl_nvidia_smi_cmd") or "nvidia-smi")
+        dmesg = str(hostvars.get("fleetctl_dmesg_cmd") or "dmesg")
+        r = AccelReading()
+
+        async def tool(argv: list[str], max_bytes: int = MAX_TOOL_BYTES) -> str:
+            done = await host.run(quote_argv(argv), timeout=timeout, max_bytes=max_bytes)
+            if done.exit_status != 0:
+                err = done.last_error_line()
+                raise RuntimeError(f"`{argv[0]}` exited {done.exit_status}" + (f": {err}" if err else ""))
+            return done.stdout
+
+        async def part(label: str, coro: Awaitable[Any]) -> Any:
+            try:
+                return await coro
+            except Exception as e:  # noqa: BLE001 - a tool that fails or prints what its parser refuses is that part's finding
+                r.errors[label] = str(e) if isinstance(e, hostio.HostOutputError) else f"{name}: {e}"  # the former names the host
+                return None
+
+        async def gpus() -> list[GpuQuery]:
+            return parse_query_gpu_csv(await tool([nvsmi, f"--query-gpu={','.join(GPU_SWEEP_FIELDS)}", "--format=csv"]))
+
+        async def xids() -> list[XidEvent]:
+            return parse_xid(await tool([dmesg], MAX_DMESG_BYTES))
+
+        r.parts["gpus"], r.parts["xids"] = await asyncio.gather(part("nvidia-smi", gpus()), part("dmesg", xids()))
+        return r
+
+    def burnin(self, ctx: BurninContext) -> AccelBurnin:
+        return NvidiaStages(ctx)

@@ -67,7 +67,7 @@ def host_endpoint(ctx: ServerCtx) -> HostTarget:
     """How to reach a server's installed OS: its :class:`HostTarget` (``fleetctl.targets.host_target``)."""
     from fleetctl.targets import host_target
 
-    return host_target(ctx.name, ctx.hostvars, ctx.prov)  # type: ignore[no-any-return]
+    return host_target(ctx.name, ctx.hostvars, ctx.prov)
 
 
 def ansible_hostvars(ctx: ServerCtx, target: HostTarget) -> dict[str, Any]:
