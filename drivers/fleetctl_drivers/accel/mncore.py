@@ -401,8 +401,9 @@ class MnCoreDriver(AccelDriver):
     async def read(self, host: HostSession, hostvars: Mapping[str, Any], *, timeout: float) -> AccelReading:
         """``gpfn3-smi list`` (part ``mncore``) and the device nodes present (part ``device_nodes``), each on its own."""
         name = host.target.name
-        smi = str(hostvars.get("fleetctl_smi_cmd") or "gpfn3-smi")
-        glob = str(hostvars.get("fleetctl_dev_glob") or "/dev/mnc2p*")
+        cfg = mncore_config()  # the same tool and device folder as burn-in (a site's copy of mncore.yaml included)
+        smi = str(hostvars.get("fleetctl_smi_cmd") or cfg.smi)
+        glob = str(hostvars.get("fleetctl_dev_glob") or f"{cfg.device_dir.rstrip('/')}/mnc2p*")
         r = AccelReading()
 
         async def nodes() -> list[str]:

@@ -195,3 +195,15 @@ def test_the_sweep_reads_a_host_through_its_kinds_driver(monkeypatch: pytest.Mon
     assert (r.error, r.mncore, r.errors) == (None, ["board-0"], {"tool": "why"})  # parts the checks do not read are left out
     no_boards = asyncio.run(sweep_host.read_host(HostRef(ref.target, {}, None)))
     assert calls == ["read x-01 /opt/tool"] and no_boards.error is None  # a server without boards: reached, nothing read
+
+
+def test_the_mncore_sweep_read_uses_the_sites_mncore_facts_as_burnin_does(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from fleetctl_drivers.accel.mncore import MnCoreDriver
+
+    site = tmp_path / "mncore.yaml"
+    site.write_text("smi: /opt/site/bin/gpfn3-smi\ndevice_dir: /srv/dev\n")
+    monkeypatch.setenv("FLEETCTL_MNCORE_CONFIG", str(site))
+    session = _Session(HostTarget(name="mn-01", address="127.0.0.1"))
+    asyncio.run(MnCoreDriver().read(session, {}, timeout=5))  # type: ignore[arg-type]
+    assert any(c.startswith("/opt/site/bin/gpfn3-smi list") for c in session.commands), session.commands
+    assert any("/srv/dev/mnc2p*" in c for c in session.commands), session.commands
