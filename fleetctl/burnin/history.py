@@ -34,7 +34,7 @@ def latest_run(conn: Any) -> int:
 
     rid = conn.execute(select(T.burnin_run.c.id).order_by(T.burnin_run.c.id.desc()).limit(1)).scalar()
     if rid is None:
-        raise NotFound("no burn-in has run yet: fleetctl burnin --mncore|--gpu [TARGET]")
+        raise NotFound("no burn-in has run yet: fleetctl burnin --kind mncore2|gpu [TARGET]")
     return int(rid)
 
 

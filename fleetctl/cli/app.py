@@ -133,7 +133,7 @@ NOUNS: dict[str, str] = {
     "firmware": "Firmware versions against the baseline.",
     "sweep": "The health sweep over BMCs and switches: run it, list runs, show findings, diff.",
     "finding": "Acknowledge known problems found by the sweep.",
-    "burnin": "Burn in accelerator boards (--mncore, --gpu): a verdict per board, RMA for failing ones; runs and the report.",
+    "burnin": "Burn in accelerator boards (--kind mncore2|gpu): a verdict per board, RMA for failing ones; runs and the report.",
     "db": "The database: location and migrations.",
 }
 
