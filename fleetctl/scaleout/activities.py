@@ -25,7 +25,15 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from fleetctl.config import database_url
 from fleetctl.errors import FleetError
+from fleetctl.inventory.service import actor
+from fleetctl.lifecycle.locks import Holder, release
+from fleetctl.lifecycle.states import ServerState as S
+from fleetctl.store import get_engine, immediate
+from fleetctl.store import tables as T
+from fleetctl.workflows.journal import OWNER_ARG, AsyncJournal, JobState, Journal
+from fleetctl.workflows.provision.context import load_contexts
 from fleetctl.workflows.provision.engine import Provisioner
 from fleetctl.workflows.provision.model import ErrorKind, Failure, Options, Progress, Result, StepError
 from fleetctl.workflows.provision.steps import STEP_NAMES, STEPS
@@ -64,9 +72,6 @@ def shared_store(req: dict[str, Any]) -> Any:
 
     A worker on another database would write the run where nobody reads it; the refusal is not retried.
     """
-    from fleetctl.config import database_url
-    from fleetctl.store import get_engine
-
     url = database_url()
     if store_id(url) != req["store"]:
         raise ApplicationError(f"this worker's store is {store_id(url)}, the command's {req['store']}: "
@@ -76,8 +81,6 @@ def shared_store(req: dict[str, Any]) -> Any:
 
 def loaded_provisioner(req: dict[str, Any], names: list[str]) -> Provisioner:
     """A Provisioner of ``names`` on this worker's store (the command's, checked), their inventory read."""
-    from fleetctl.workflows.provision.context import load_contexts
-
     p = Provisioner(names, options=Options(**req["options"]), label=req["label"])
     p.engine = shared_store(req)
     with p.engine.connect() as conn:
@@ -102,9 +105,6 @@ class ProvisionActivities:
         return await asyncio.to_thread(self._open, req)
 
     def _open(self, req: dict[str, Any]) -> dict[str, Any]:
-        from fleetctl.lifecycle.locks import Holder
-        from fleetctl.workflows.journal import Journal
-
         names: list[str] = req["names"]
         p = loaded_provisioner(req, names)
         p.progress = {n: Progress(n, p.ctx[n].state) for n in names}
@@ -134,11 +134,6 @@ class ProvisionActivities:
         await asyncio.to_thread(self._close, req)
 
     def _close(self, req: dict[str, Any]) -> None:
-        from fleetctl.inventory.service import actor
-        from fleetctl.lifecycle.locks import release
-        from fleetctl.store import get_engine
-        from fleetctl.workflows.journal import JobState, Journal
-
         engine = get_engine()
         journal = Journal(engine, req["job"], actor(), kind="provision", prefix="provision.")
         failed, total = req["failed"], req["total"]
@@ -162,9 +157,6 @@ class ProvisionActivities:
         return run
 
     async def _make_run(self, req: dict[str, Any]) -> Provisioner:
-        from fleetctl.store import get_engine
-        from fleetctl.workflows.journal import AsyncJournal, Journal
-
         names: list[str] = req["site_servers"]
         p = Provisioner(names, options=Options(**req["options"]), label=req["label"])
 
@@ -202,9 +194,6 @@ class ProvisionActivities:
     async def begin(self, req: dict[str, Any]) -> dict[str, Any]:
         """Where the server's pass stands: the steps done (resumed) and those to run; a pass begun when needed."""
         from sqlalchemy import select
-
-        from fleetctl.lifecycle.states import ServerState as S
-        from fleetctl.store import tables as T
 
         async with heartbeating():
             run = await self._run(req)
@@ -293,10 +282,6 @@ class ProvisionActivities:
 def _own(engine: Any, job_id: int, owner: str) -> None:
     """Record the job's owner as the Temporal run, not the worker process that opened it."""
     from sqlalchemy import select, update
-
-    from fleetctl.store import immediate
-    from fleetctl.store import tables as T
-    from fleetctl.workflows.journal import OWNER_ARG
 
     with immediate(engine) as c:
         args = c.execute(select(T.job.c.args).where(T.job.c.id == job_id)).scalar_one()

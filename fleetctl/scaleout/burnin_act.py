@@ -25,7 +25,14 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from fleetctl.scaleout.activities import heartbeating, shared_store
+from fleetctl.burnin.criteria import CriteriaFile
+from fleetctl.burnin.engine import burn_servers, close_run, open_run, plan, record_error, recorded_already, stored_results
+from fleetctl.errors import FleetError
+from fleetctl.lifecycle.locks import Holder, _refusal, lock_recovering, release
+from fleetctl.scaleout.activities import _own, heartbeating, shared_store
+from fleetctl.store import get_engine, immediate
+from fleetctl.store import tables as T
+from fleetctl.workflows.journal import Journal, StepResult
 
 
 def _engine(req: dict[str, Any]) -> Any:
@@ -35,9 +42,6 @@ def _engine(req: dict[str, Any]) -> Any:
 
 def _plan(engine: Any, req: dict[str, Any], names: list[str]) -> Any:
     """The engine's plan of ``names``, made on this worker: the same checks, the credentials and keys read here."""
-    from fleetctl.burnin.criteria import CriteriaFile
-    from fleetctl.burnin.engine import plan
-
     with engine.connect() as conn:
         p = plan(conn, kind=req["kind"], targets=names, level=req["level"], duration=float(req["seconds"]),
                  criteria=CriteriaFile.model_validate(req["criteria"]), force=bool(req["force"]), grace=float(req["grace"]),
@@ -55,13 +59,6 @@ class BurninActivities:
 
     def _open(self, req: dict[str, Any]) -> dict[str, Any]:
         from sqlalchemy import select, update
-
-        from fleetctl.burnin.engine import open_run, stored_results
-        from fleetctl.errors import FleetError
-        from fleetctl.lifecycle.locks import Holder, _refusal, lock_recovering, release
-        from fleetctl.scaleout.activities import _own
-        from fleetctl.store import immediate
-        from fleetctl.store import tables as T
 
         engine = _engine(req)
         names: list[str] = req["names"]
@@ -96,9 +93,6 @@ class BurninActivities:
     @activity.defn(name="fleetctl.burnin.server")
     async def server(self, req: dict[str, Any]) -> dict[str, Any]:
         """One server through the engine's ``burn_servers``; its outcome as a value."""
-        from fleetctl.burnin.engine import burn_servers, recorded_already
-        from fleetctl.errors import FleetError
-
         async with heartbeating():
             engine = _engine(req)
             name, run_id = req["server"], int(req["run"])
@@ -117,11 +111,6 @@ class BurninActivities:
         await asyncio.to_thread(self._close, req)
 
     def _close(self, req: dict[str, Any]) -> None:
-        from fleetctl.burnin.engine import close_run, record_error
-        from fleetctl.lifecycle.locks import release
-        from fleetctl.store import get_engine
-        from fleetctl.workflows.journal import Journal, StepResult
-
         engine = get_engine()
         run_id = int(req["run"])
         journal = Journal(engine, int(req["job"]), req["actor"], kind="burnin")

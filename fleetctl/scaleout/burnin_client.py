@@ -11,7 +11,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from fleetctl.burnin.engine import RunResult, sort_results, stored_results
+from fleetctl.burnin.verdict import worst
+from fleetctl.config import database_url
 from fleetctl.errors import FleetError, InputError, Locked
+from fleetctl.inventory.service import actor
+from fleetctl.scaleout.activities import store_id
+from fleetctl.scaleout.client import ENV_HEARTBEAT, Followed, follow
+from fleetctl.scaleout.queues import HEARTBEAT_S
+from fleetctl.store import get_engine
 
 
 def request(p: Any, *, restart: bool, concurrency: int) -> dict[str, Any]:
@@ -21,12 +29,6 @@ def request(p: Any, *, restart: bool, concurrency: int) -> dict[str, Any]:
     read by the workers from the inventory (the activities plan each server
     again there).
     """
-    from fleetctl.config import database_url
-    from fleetctl.inventory.service import actor
-    from fleetctl.scaleout.activities import store_id
-    from fleetctl.scaleout.client import ENV_HEARTBEAT
-    from fleetctl.scaleout.queues import HEARTBEAT_S
-
     job = p.servers[0].job  # grace, interval and force are the run's, the same on each server's job
     return {"names": [s.name for s in p.servers], "kind": p.kind, "level": p.level, "seconds": p.seconds, "grace": job.grace,
             "interval": job.interval, "force": job.force, "criteria": p.criteria.model_dump(mode="json"), "selector": p.selector,
@@ -45,10 +47,6 @@ def run(p: Any, *, restart: bool, concurrency: int, address: str, namespace: str
         Locked: a server another workflow holds (nothing was touched).
         InputError: a worker refused the plan (a server changed since the command planned it, a credential missing there).
     """
-    from fleetctl.burnin.engine import RunResult, sort_results, stored_results
-    from fleetctl.burnin.verdict import worst
-    from fleetctl.scaleout.client import Followed, follow
-
     req = request(p, restart=restart, concurrency=concurrency)
     run = Followed("burnin")
     wid = run.wid
@@ -85,8 +83,6 @@ def run(p: Any, *, restart: bool, concurrency: int, address: str, namespace: str
     if out.get("refused"):
         raise (Locked if out.get("error") == "locked" else InputError)(out["refused"])
     # The boards, with their reasons and metrics, from the store the workers wrote (the workflow's result is a summary).
-    from fleetctl.config import database_url
-    from fleetctl.store import get_engine
 
     boards = stored_results(get_engine(database_url()), int(out["run"]), set(req["names"]))
     for b in boards:

@@ -8,7 +8,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fleetctl.config import database_url, temporal_address, temporal_namespace
 from fleetctl.errors import FleetError, InputError
+from fleetctl.inventory.service import actor
+from fleetctl.scaleout.activities import store_id
+from fleetctl.scaleout.preflight_act import REFUSED, refusal
+from fleetctl.scaleout.queues import CONTROL_QUEUE, HEARTBEAT_S
+from fleetctl.store import get_engine
+from fleetctl.store import tables as T
 
 # The default heartbeat of long activities (seconds); FLEETCTL_TEMPORAL_HEARTBEAT shortens it (tests).
 ENV_HEARTBEAT = "FLEETCTL_TEMPORAL_HEARTBEAT"
@@ -150,8 +157,6 @@ def follow(run: Followed, req: dict[str, Any], address: str, namespace: str, *,
     async def go() -> dict[str, Any]:
         from temporalio.service import RPCError
 
-        from fleetctl.scaleout.queues import CONTROL_QUEUE
-
         client = await connect(address, namespace)
         handle = await client.start_workflow(f"fleetctl.{run.kind}", req, id=run.wid, task_queue=CONTROL_QUEUE)
         result = asyncio.ensure_future(handle.result())
@@ -182,11 +187,6 @@ def provision_request(names: list[str], options: Any, label: str) -> dict[str, A
     """The parent workflow's input: names, options, who; the store's URL without its password."""
     import os
 
-    from fleetctl.config import database_url
-    from fleetctl.inventory.service import actor
-    from fleetctl.scaleout.activities import store_id
-    from fleetctl.scaleout.queues import HEARTBEAT_S
-
     opts = {k: v for k, v in asdict(options).items() if k != "url"}
     return {"names": names, "options": opts, "label": label, "actor": actor(), "store": store_id(database_url()),
             "heartbeat_s": float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S), "sites": _sites(names)}  # fmt: skip
@@ -195,9 +195,6 @@ def provision_request(names: list[str], options: Any, label: str) -> dict[str, A
 def _sites(names: list[str]) -> dict[str, list[str]]:
     """{site: its servers among ``names``}: where the parent runs the preflight (on a worker of each)."""
     from sqlalchemy import select
-
-    from fleetctl.store import get_engine
-    from fleetctl.store import tables as T
 
     q = (select(T.server.c.name, T.site.c.name.label("site")).join(T.rack, T.rack.c.id == T.server.c.rack_id)
          .join(T.site, T.site.c.id == T.rack.c.site_id).where(T.server.c.name.in_(names)))  # fmt: skip
@@ -246,8 +243,6 @@ def provision(names: list[str], options: Any, label: str, address: str, namespac
 def _preflight_refusal(e: Any) -> Any:
     """The PreflightError of a run the parent refused on its sites' preflight reports; None for any other failure."""
     from temporalio.exceptions import ApplicationError
-
-    from fleetctl.scaleout.preflight_act import REFUSED, refusal
 
     cause = e.cause
     if not isinstance(cause, ApplicationError) or cause.type != REFUSED or not cause.details:
@@ -317,8 +312,6 @@ def workflow_running(workflow_id: str) -> bool | None:
     """
     import concurrent.futures
     import time
-
-    from fleetctl.config import temporal_address, temporal_namespace
 
     address = temporal_address()
     if address is None:

@@ -20,7 +20,28 @@ from typing import Any
 
 from temporalio import activity
 
-from fleetctl.scaleout.activities import heartbeating, shared_store
+from fleetctl.errors import FleetError
+from fleetctl.lifecycle.locks import Holder
+from fleetctl.plugins import sweep_async
+from fleetctl.scaleout.activities import _own, heartbeating, shared_store
+from fleetctl.store import get_engine
+from fleetctl.store import tables as T
+from fleetctl.targets import bmc_targets, resolve
+from fleetctl.workflows.firmware_campaign import (
+    KIND,
+    PREFIX,
+    Campaign,
+    CampaignOptions,
+    WaveReport,
+    baselines,
+    close_campaign,
+    done_in_job,
+    lock_servers,
+    plan,
+    server_rows,
+)
+from fleetctl.workflows.firmware_policy import SystemClock, Threshold, Window
+from fleetctl.workflows.journal import AsyncJournal, JobState, Journal, StepResult, summary
 
 
 def _check_store(req: dict[str, Any]) -> None:
@@ -28,8 +49,6 @@ def _check_store(req: dict[str, Any]) -> None:
 
 
 def _options(opts: dict[str, Any]) -> Any:
-    from fleetctl.workflows.firmware_campaign import CampaignOptions
-
     return CampaignOptions(**{**opts, "only": set(opts["only"]) if opts.get("only") else None})
 
 
@@ -48,14 +67,6 @@ class FirmwareActivities:
 
     def _open(self, req: dict[str, Any]) -> dict[str, Any]:
         from sqlalchemy import select
-
-        from fleetctl.lifecycle.locks import Holder
-        from fleetctl.scaleout.activities import _own
-        from fleetctl.store import get_engine
-        from fleetctl.store import tables as T
-        from fleetctl.workflows.firmware_campaign import KIND, PREFIX, lock_servers
-        from fleetctl.workflows.firmware_policy import Threshold
-        from fleetctl.workflows.journal import Journal
 
         _check_store(req)
         engine = get_engine()
@@ -79,8 +90,6 @@ class FirmwareActivities:
     @activity.defn(name="fleetctl.firmware.window")
     async def window(self, req: dict[str, Any]) -> dict[str, Any]:
         """Whether the maintenance window is open now, and in how many seconds it opens (the workflow's timer)."""
-        from fleetctl.workflows.firmware_policy import SystemClock, Window
-
         w, now = Window.parse(req["window"]), SystemClock().now()
         return {"inside": w.contains(now), "opens_in": w.opens_in(now), "text": str(w)}
 
@@ -91,10 +100,6 @@ class FirmwareActivities:
 
     def _wave(self, req: dict[str, Any]) -> None:
         from sqlalchemy import select
-
-        from fleetctl.store import get_engine
-        from fleetctl.store import tables as T
-        from fleetctl.workflows.journal import JobState, Journal, StepResult
 
         engine = get_engine()
         outs = req["outcomes"]
@@ -116,10 +121,6 @@ class FirmwareActivities:
         return await asyncio.to_thread(self._close, req)
 
     def _close(self, req: dict[str, Any]) -> dict[str, Any]:
-        from fleetctl.store import get_engine
-        from fleetctl.workflows.firmware_campaign import KIND, PREFIX, WaveReport, close_campaign
-        from fleetctl.workflows.journal import JobState, Journal
-
         engine = get_engine()
         journal = Journal(engine, int(req["job"]), "", kind=KIND, prefix=PREFIX)
         report = WaveReport(req["rows"], int(req["failed"]), bool(req["halted"]), bool(req["stopped"]))
@@ -136,11 +137,6 @@ class FirmwareActivities:
 
     def _server(self, name: str) -> tuple[Any, Any, dict[str, dict[str, str]], dict[str, int]]:
         """The server's BMC target (its credential resolved here, on the worker), the engine, its baseline, its id."""
-        from fleetctl.errors import FleetError
-        from fleetctl.store import get_engine
-        from fleetctl.targets import bmc_targets, resolve
-        from fleetctl.workflows.firmware_campaign import baselines
-
         engine = get_engine()
         with engine.connect() as c:
             [ref] = resolve(c, [name])
@@ -153,9 +149,6 @@ class FirmwareActivities:
     @activity.defn(name="fleetctl.firmware.plan")
     async def plan(self, req: dict[str, Any]) -> dict[str, int]:
         """How many components the server would flash now (read-only): fits the flashing activity's time limit."""
-        from fleetctl.errors import FleetError
-        from fleetctl.workflows.firmware_campaign import plan
-
         async with heartbeating():
             try:
                 target, _, want, _ = await asyncio.to_thread(self._server, req["server"])
@@ -172,11 +165,6 @@ class FirmwareActivities:
         A later attempt (this worker's predecessor lost) reads what the journal noted and what the BMC says before
         it flashes: ``Campaign.op`` settles every flash left running first.
         """
-        from fleetctl.errors import FleetError
-        from fleetctl.plugins import sweep_async
-        from fleetctl.workflows.firmware_campaign import KIND, PREFIX, Campaign, done_in_job, server_rows
-        from fleetctl.workflows.journal import AsyncJournal, Journal, summary
-
         name, wave = req["server"], int(req["wave"])
         async with heartbeating():
             _check_store(req)

@@ -24,7 +24,14 @@ from typing import Any
 
 from temporalio import activity
 
-from fleetctl.scaleout.activities import heartbeating
+from fleetctl.config import database_url
+from fleetctl.scaleout.activities import heartbeating, store_id
+from fleetctl.scaleout.client import ENV_HEARTBEAT, check_store, connect
+from fleetctl.scaleout.queues import CONTROL_QUEUE, HEARTBEAT_S
+from fleetctl.store import get_engine, immediate
+from fleetctl.store import tables as T
+from fleetctl.sweep.engine import SweepOptions, _Recorder, _sweep
+from fleetctl.targets import resolve, resolve_switches
 
 SHARD_TARGETS = 1000  # targets per activity
 SHARDS_AT_ONCE = 1  # shards a worker reads at once (each with the sweep's own concurrency)
@@ -50,9 +57,6 @@ class SweepActivities:
     def _plan(self, req: dict[str, Any]) -> list[dict[str, Any]]:
         from sqlalchemy import select
 
-        from fleetctl.store import get_engine
-        from fleetctl.store import tables as T
-
         size = max(1, int(req.get("shard") or SHARD_TARGETS))
         site_of: dict[tuple[str, str], str] = {}
         with get_engine().connect() as c:
@@ -76,11 +80,6 @@ class SweepActivities:
     async def shard(self, req: dict[str, Any]) -> dict[str, Any]:
         """Read and judge a shard's targets into the run; the run's summary of them."""
         from sqlalchemy import delete
-
-        from fleetctl.store import get_engine, immediate
-        from fleetctl.store import tables as T
-        from fleetctl.sweep.engine import SweepOptions, _Recorder, _sweep
-        from fleetctl.targets import resolve, resolve_switches
 
         async with heartbeating(), self.gate:
             engine = get_engine()
@@ -121,11 +120,6 @@ def collector(servers: list[Any], switches: list[Any], options: Any, address: st
               shard: int = SHARD_TARGETS) -> Callable[[Any], Coroutine[Any, Any, None]]:  # fmt: skip
     """``collect`` for :func:`fleetctl.sweep.engine.run`: the targets read by the workers, merged into the run's recorder."""
     import os
-
-    from fleetctl.config import database_url
-    from fleetctl.scaleout.activities import store_id
-    from fleetctl.scaleout.client import ENV_HEARTBEAT, check_store, connect
-    from fleetctl.scaleout.queues import CONTROL_QUEUE, HEARTBEAT_S
 
     check_store(database_url())
 

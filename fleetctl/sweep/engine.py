@@ -20,7 +20,26 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 
-from fleetctl.sweep.model import Finding, Status, worst
+from fleetctl.interfaces.snmp import PollResult
+from fleetctl.inventory.service import actor
+from fleetctl.plugins import FleetSessions, sweep_async
+from fleetctl.plugins import sweep as sweep_sync
+from fleetctl.store import get_engine, immediate
+from fleetctl.store import tables as T
+from fleetctl.sweep import server_checks, switch_checks
+from fleetctl.sweep.collect import (
+    ServerReading,
+    SwitchReading,
+    bmc_operation,
+    previous_poll,
+    server_expectations,
+    switch_cursor,
+    switch_expectations,
+)
+from fleetctl.sweep.history import prune
+from fleetctl.sweep.model import Finding, Status, problem, worst
+from fleetctl.sweep.registry import checks
+from fleetctl.targets import bmc_targets, snmp_targets
 from fleetctl.times import aware_utc
 
 #: Targets buffered before a write (a write is one transaction).
@@ -87,8 +106,6 @@ class SweepResult:
 
 
 def _evaluate(kind: str, name: str, reading: Any, expect: Any, level: str) -> list[Finding]:
-    from fleetctl.sweep.registry import checks
-
     out: list[Finding] = []
     for spec in checks(kind, level):
         try:
@@ -105,8 +122,6 @@ def _evaluate(kind: str, name: str, reading: Any, expect: Any, level: str) -> li
 
 
 def _broken(check: str, e: BaseException) -> Any:
-    from fleetctl.sweep.model import problem
-
     return problem(Status.UNKNOWN, f"check {check} failed: {type(e).__name__}: {e}", "check", bug=True)
 
 
@@ -114,8 +129,6 @@ class _Recorder:
     """Buffers verdicts and writes them with the open-problem picture, cursors and acks, per batch."""
 
     def __init__(self, engine: Any, run_id: int, now: dt.datetime) -> None:
-        from fleetctl.store import tables as T
-
         self.T = T
         self.engine = engine
         self.run_id = run_id
@@ -139,7 +152,6 @@ class _Recorder:
     def flush(self) -> None:
         if not self.buffer:
             return
-        from fleetctl.store import immediate
 
         T = self.T
         batch, self.buffer = self.buffer, []
@@ -231,9 +243,6 @@ def _jsonable(v: Any) -> Any:
 
 def mark_interrupted(engine: Any) -> int:
     """Runs left ``running`` by a process that is gone: ``interrupted`` (returns how many)."""
-    from fleetctl.store import immediate
-    from fleetctl.store import tables as T
-
     host = socket.gethostname()
     # A read then a write: under BEGIN IMMEDIATE, so sweeps starting together wait for each other instead of one
     # failing with "database is locked" (SQLite cannot upgrade a read transaction while another writes).
@@ -274,10 +283,6 @@ def run(
     ``collect(recorder)`` replaces the reading of devices (tests feed verdicts
     with ``recorder.add``); the journal, diff and acks are the same.
     """
-    from fleetctl.inventory.service import actor
-    from fleetctl.store import get_engine
-    from fleetctl.store import tables as T
-
     opts = options or SweepOptions()
     engine = get_engine(url)
     mark_interrupted(engine)
@@ -306,7 +311,6 @@ def run(
             state="finished", finished_at=dt.datetime.now(dt.UTC), duration_s=duration, counts=rec.counts,
             worst_new=worst_new.value,
         ))  # fmt: skip
-    from fleetctl.sweep.history import prune
 
     pruned = prune(engine, opts.retention_days) if opts.retention_days > 0 else 0
     return SweepResult(run_id, started, duration, len(servers), len(switches), rec.counts, rec.new, rec.resolved,
@@ -315,20 +319,6 @@ def run(
 
 async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list[Any], opts: SweepOptions,
                  progress: Callable[[int, int, str, str], None] | None) -> None:  # fmt: skip
-    from fleetctl.plugins import FleetSessions, sweep_async
-    from fleetctl.store import tables as T
-    from fleetctl.sweep import server_checks, switch_checks
-    from fleetctl.sweep.collect import (
-        ServerReading,
-        SwitchReading,
-        bmc_operation,
-        previous_poll,
-        server_expectations,
-        switch_cursor,
-        switch_expectations,
-    )
-    from fleetctl.targets import bmc_targets, snmp_targets
-
     with engine.connect() as c:
         cursors = {(r.kind, r.target): r.value for r in c.execute(select(T.sweep_cursor))}
         server_cursors = {k[1]: v for k, v in cursors.items() if k[0] == "server"}
@@ -382,7 +372,6 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
     for name, why in bunreach.items():
         server_verdict(name, ServerReading(session_error=f"{name}: {why}", session_error_type="Inventory"), why)
     starget, sunreach = snmp_targets(switches, timeout=opts.request_timeout, retries=opts.retries)
-    from fleetctl.interfaces.snmp import PollResult
 
     for name, why in sunreach.items():
         server_less = PollResult(target=name, host="", port=161, polled_at=dt.datetime.now(dt.UTC), error=f"{name}: {why}",
@@ -413,7 +402,6 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
     # healthy switches "unreachable" (bench/sweep.py: 395 of 500 at 1,000 BMCs); polled before
     # the BMCs instead, 500 switches added their own minute to the sweep. Their verdicts are
     # recorded here, once both are done (the recorder is this thread's).
-    from fleetctl.plugins import sweep as sweep_sync
 
     polls = asyncio.create_task(asyncio.to_thread(sweep_sync, "snmp", starget, what=("if", "lldp", "sensors"),
                                                   concurrency=opts.snmp_concurrency)) if starget else None  # fmt: skip

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 
 from fleetctl.errors import InputError, NotFound
+from fleetctl.store import immediate
 from fleetctl.store import tables as T
 
 FINDING_COLUMNS = ("id", "run_id", "kind", "target", "check", "subject", "status", "message", "evidence", "first_seen",
@@ -122,8 +123,6 @@ def per_day(conn: Any, days: int = 30) -> list[dict[str, Any]]:
 
 def prune(engine: Any, keep_days: int) -> int:
     """Delete runs (and their findings and verdicts) older than ``keep_days``; the latest finished run always stays."""
-    from fleetctl.store import immediate
-
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=keep_days)
     with immediate(engine) as c:  # read then delete: one writer at a time, never "database is locked"
         latest = c.execute(select(func.max(T.sweep_run.c.id)).where(T.sweep_run.c.state == "finished")).scalar()

@@ -26,7 +26,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from fleetctl.errors import NotFound
 from fleetctl.store import tables as T
+from fleetctl.sweep.history import get_run
 
 TEXTFILE_NAME = "fleetctl.prom"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -126,8 +128,6 @@ def latest_full_run(conn: Any) -> int:
     Raises:
         NotFound: no finished sweep of the whole fleet yet.
     """
-    from fleetctl.errors import NotFound
-
     rid = conn.execute(select(func.max(T.sweep_run.c.id)).where(T.sweep_run.c.state == "finished",
                                                                   T.sweep_run.c.selector == "all")).scalar()  # fmt: skip
     if rid is None:
@@ -141,8 +141,6 @@ def families(conn: Any, run_id: int | None = None) -> list[Family]:
     Raises:
         NotFound: there is no such run (or no finished run yet).
     """
-    from fleetctl.sweep.history import get_run
-
     run = get_run(conn, run_id)
     rid = int(run["id"])
 

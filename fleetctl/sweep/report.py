@@ -34,6 +34,7 @@ from fleetctl.report_html import when as _when
 from fleetctl.store import tables as T
 from fleetctl.sweep import history
 from fleetctl.times import aware_utc, duration, span
+from fleetctl.workflows.firmware import baseline_key
 
 STATUSES = ("critical", "unknown", "warning", "ok")
 RANK = {"critical": 0, "unknown": 1, "warning": 2, "ok": 3}
@@ -140,8 +141,6 @@ def _devices(conn: Any) -> tuple[list[dict[str, Any]], list[Device]]:
 
 def _firmware(conn: Any, servers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per model and baseline component: servers at baseline, off it, not reporting it, not read."""
-    from fleetctl.workflows.firmware import baseline_key
-
     baselines: dict[str, dict[str, str]] = {}
     for r in conn.execute(select(T.hardware_model.c.name, T.firmware_baseline.c.component, T.firmware_baseline.c.version)
                           .join(T.hardware_model, T.hardware_model.c.id == T.firmware_baseline.c.model_id)):  # fmt: skip

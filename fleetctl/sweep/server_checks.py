@@ -14,6 +14,8 @@ from typing import Any
 from fleetctl.sweep.collect import ServerExpect, ServerReading
 from fleetctl.sweep.model import Problem, Status, problem
 from fleetctl.sweep.registry import check
+from fleetctl.workflows.firmware import baseline_key
+from fleetctl.workflows.inspect import board_slot, is_placeholder_board_serial
 
 C, W, U = Status.CRITICAL, Status.WARNING, Status.UNKNOWN
 
@@ -185,7 +187,6 @@ def firmware(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Each component of the model's firmware baseline runs the baseline's version."""
     if r.firmware is None or not e.baseline:
         return
-    from fleetctl.workflows.firmware import baseline_key
 
     seen: dict[str, list[str | None]] = {}
     for comp in r.firmware:
@@ -221,8 +222,6 @@ def match_boards(r: ServerReading, e: ServerExpect) -> tuple[list[Any], dict[int
     placeholder ``server inspect`` gives it) by its slot, as inspection
     recorded it, among the BMC's boards that report none.
     """
-    from fleetctl.workflows.inspect import board_slot, is_placeholder_board_serial
-
     bmc = list(r.facts.boards) if r.facts else []
     free = set(range(len(bmc)))
     matched: dict[int, Any] = {}
@@ -261,7 +260,6 @@ def accel_present(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """
     if r.facts is None or not (e.boards or e.board_count):
         return
-    from fleetctl.workflows.inspect import is_placeholder_board_serial
 
     missing, _ = match_boards(r, e)
     for b in missing:

@@ -14,6 +14,7 @@ from typing import Any
 from fleetctl.sweep.collect import SwitchExpect, SwitchReading
 from fleetctl.sweep.model import Problem, Status, problem
 from fleetctl.sweep.registry import check
+from fleetctl.workflows.network import compare_lldp
 
 C, W, U = Status.CRITICAL, Status.WARNING, Status.UNKNOWN
 
@@ -95,7 +96,6 @@ def lldp(r: SwitchReading, e: SwitchExpect) -> Iterator[Problem]:
     """LLDP neighbours match the cabling plan (a swapped cable is critical; a silent neighbour on an up port a warning)."""
     if not r.poll.ok or "lldp" not in (r.poll.what or ["lldp"]):
         return
-    from fleetctl.workflows.network import compare_lldp
 
     neighbours = [SimpleNamespace(local_port=n.local_port, remote_system=n.remote_sysname, remote_port=n.remote_port_id)
                   for n in r.poll.lldp]  # fmt: skip

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleetctl.config import data_dir
 from fleetctl.errors import FleetError
 from fleetctl.procs import pid_alive, stat_fields
 
@@ -220,8 +221,6 @@ TOKEN_PREFIX = "fleetctl-"  # token folders are fleetctl-<pid of the fleetctl th
 
 
 def runtime_dir() -> Path:
-    from fleetctl.config import data_dir
-
     return data_dir() / "run"
 
 

@@ -12,7 +12,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetctl.targets import ServerRef
+from fleetctl.inventory.service import actor
+from fleetctl.plugins import drivers_for, sweep
+from fleetctl.store import get_engine
+from fleetctl.targets import ServerRef, bmc_targets
 from fleetctl.workflows.journal import JobState, Journal, StepResult, summary
 
 
@@ -41,11 +44,6 @@ def run(
     url: str | None = None,
 ) -> list[Outcome]:
     """Run ``operation(bmc)`` on each server's BMC; one Outcome per server, in order."""
-    from fleetctl.inventory.service import actor
-    from fleetctl.plugins import drivers_for, sweep
-    from fleetctl.store import get_engine
-    from fleetctl.targets import bmc_targets
-
     targets, unreachable = bmc_targets(servers)
     drivers_for("bmc", targets)  # a BMC driver that is not installed stops us before the journal
     journal = Journal.open(get_engine(url), kind=kind, target=target_label, args=args or {}, actor=actor())

@@ -25,6 +25,15 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
+from fleetctl.inventory import edits as inv_edits
+from fleetctl.inventory.edits import UNIDENTIFIED_MODEL, is_placeholder_serial
+from fleetctl.inventory.schema import BoardSpec, ModelSpec
+from fleetctl.inventory.service import actor, edit_site, export_inventory
+from fleetctl.lifecycle.machine import move
+from fleetctl.models import Event, Server
+from fleetctl.models.base import utcnow
+from fleetctl.store import write_transaction
+
 
 @dataclass
 class Reconciled:
@@ -84,8 +93,6 @@ def match_model(manufacturer: str | None, model: str | None, models: list[Any], 
     is that manufacturer. No match: a new model is proposed from the BMC's
     words (1U until someone says otherwise; the boards it found, of one kind).
     """
-    from fleetctl.inventory.edits import UNIDENTIFIED_MODEL
-
     reported = (model or "").strip()
     maker = (manufacturer or "").strip()
     if not reported:
@@ -159,8 +166,6 @@ def compare(declared: Any, model: Any, facts: Any, models: list[Any] | None = No
     serial by its slot (``r.notes`` says "no serial reported"), recorded as
     ``UNKNOWN-<server>-<n>`` (issue 20).
     """
-    from fleetctl.inventory.edits import UNIDENTIFIED_MODEL, is_placeholder_serial
-
     r = Reconciled(declared.name)
     edits: dict[str, Any] = {"boards": None, "macs": {}, "serial": None, "accept_macs": {}, "fill_serial": None,
                              "model": None, "new_model": None, "boards_filled": False}  # fmt: skip
@@ -284,14 +289,6 @@ def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str
     ``dry_run``: the same findings and the edits checked as an import would
     check them (a refused edit raises), but nothing is written.
     """
-    from fleetctl.inventory import edits as inv_edits
-    from fleetctl.inventory.schema import BoardSpec
-    from fleetctl.inventory.service import actor, edit_site, export_inventory
-    from fleetctl.lifecycle.machine import move
-    from fleetctl.models import Event, Server
-    from fleetctl.models.base import utcnow
-    from fleetctl.store import write_transaction
-
     by_site: dict[str, list[str]] = {}
     for name in facts_by_server:
         by_site.setdefault(inv_edits.site_of_server(name), []).append(name)
@@ -308,8 +305,6 @@ def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str
                     plans[spec.name] = ed
 
         def mutate(doc: Any, plans: dict[str, dict[str, Any]] = plans) -> None:
-            from fleetctl.inventory.schema import ModelSpec
-
             for name, ed in plans.items():
                 _, spec = inv_edits.find_server(doc, name)
                 res = results[name]

@@ -36,8 +36,13 @@ from typing import Any, TypeVar
 
 from sqlalchemy import insert, select, update
 
+from fleetctl.lifecycle.locks import Holder, owner_id
+from fleetctl.lifecycle.machine import move
 from fleetctl.lifecycle.states import ServerState as S
+from fleetctl.models import Job, JobStep
+from fleetctl.models.base import utcnow
 from fleetctl.store import immediate
+from fleetctl.store import tables as T
 
 T_ = TypeVar("T_")
 
@@ -146,10 +151,6 @@ class Journal:
     @classmethod
     def open(cls, engine: Any, *, kind: str, target: str, args: dict[str, Any], actor: str, prefix: str = "") -> Journal:
         """Begin a job (``running``), recording its process; first mark this host's killed jobs interrupted."""
-        from fleetctl.lifecycle.locks import owner_id
-        from fleetctl.models import Job
-        from fleetctl.models.base import utcnow
-
         mark_interrupted(engine)
         args = {**args, OWNER_ARG: owner_id()}
         with immediate(engine) as conn:
@@ -163,8 +164,6 @@ class Journal:
 
     def passes(self, server_ids: Iterable[int]) -> dict[int, Pass]:
         """Per server: its current pass (the last ``begin`` row of this kind of job, and the steps after it)."""
-        from fleetctl.store import tables as T
-
         ids = list(server_ids)
         out = {sid: Pass() for sid in ids}
         if not ids:
@@ -190,9 +189,6 @@ class Journal:
 
     def _step_row(self, server_id: int, name: str, state: StepState, *, output: Any = None, error: str | None = None,
                   finished: bool = False) -> int:  # fmt: skip
-        from fleetctl.models import JobStep
-        from fleetctl.models.base import utcnow
-
         now = utcnow()
         with immediate(self.engine) as conn:
             return conn.execute(
@@ -218,15 +214,10 @@ class Journal:
 
     def note(self, step_id: int, output: Any) -> None:
         """Write what a step is about to do (or has learned) before it goes on."""
-        from fleetctl.store import tables as T
-
         with immediate(self.engine) as conn:
             conn.execute(update(T.job_step).where(T.job_step.c.id == step_id).values(output=dump(output)))
 
     def end_step(self, step_id: int, state: StepState, *, output: Any = None, error: str | None = None) -> None:
-        from fleetctl.models.base import utcnow
-        from fleetctl.store import tables as T
-
         with immediate(self.engine) as conn:
             conn.execute(
                 update(T.job_step).where(T.job_step.c.id == step_id).values(
@@ -237,10 +228,6 @@ class Journal:
     def record(self, results: Iterable[StepResult], *, pins: dict[str, str], state: JobState, error: str | None) -> None:
         """A one-shot operation's outcome in one transaction: a step row per server (named as the job's
         kind), the certificates learned, and the job finished."""
-        from fleetctl.models import JobStep
-        from fleetctl.models.base import utcnow
-        from fleetctl.store import tables as T
-
         now = utcnow()
         rows = [
             {"job_id": self.job_id, "server_id": r.server_id, "name": self.prefix + self.kind,
@@ -256,9 +243,6 @@ class Journal:
             conn.execute(update(T.job).where(T.job.c.id == self.job_id).values(state=state.value, finished_at=utcnow(), error=error))
 
     def finish(self, state: JobState, error: str | None) -> None:
-        from fleetctl.models.base import utcnow
-        from fleetctl.store import tables as T
-
         with immediate(self.engine) as conn:
             conn.execute(update(T.job).where(T.job.c.id == self.job_id).values(state=state.value, finished_at=utcnow(), error=error))
 
@@ -271,9 +255,6 @@ class Journal:
 
     def advance(self, name: str, wanted: S, *, reason: str) -> S:
         """Walk the server along the chain of working states up to ``wanted``; return the state now."""
-        from fleetctl.lifecycle.machine import move
-        from fleetctl.store import tables as T
-
         with immediate(self.engine) as conn:
             current = S(conn.execute(select(T.server.c.state).where(T.server.c.name == name)).scalar_one())
             if current == wanted:
@@ -289,9 +270,6 @@ class Journal:
 
     def fail(self, name: str, error: str, *, reason: str) -> None:
         """The server to ``failed`` with ``last_error`` (audited by the move, with ``reason``); already failed: the error replaced."""
-        from fleetctl.lifecycle.machine import move
-        from fleetctl.store import tables as T
-
         with immediate(self.engine) as conn:
             current = conn.execute(select(T.server.c.state).where(T.server.c.name == name)).scalar_one()
             if current != S.FAILED:
@@ -300,16 +278,12 @@ class Journal:
                 conn.execute(update(T.server).where(T.server.c.name == name).values(last_error=error[:ERROR_MAX]))
 
     def set_target(self, name: str, target: S | None) -> None:
-        from fleetctl.store import tables as T
-
         with immediate(self.engine) as conn:
             conn.execute(update(T.server).where(T.server.c.name == name).values(target_state=target.value if target else None))
 
 
 def job_owner(args: Any) -> Any:
     """The :class:`~fleetctl.lifecycle.locks.Holder` that runs (or ran) a job, from its args; None when not recorded."""
-    from fleetctl.lifecycle.locks import Holder
-
     owner = args.get(OWNER_ARG) if isinstance(args, dict) else None
     return Holder.parse(owner) if isinstance(owner, str) else None
 
@@ -327,9 +301,6 @@ def mark_interrupted(engine: Any) -> list[int]:
     run reads to know what was interrupted. A job of another host, or one that
     recorded no process, is left ``running`` (``jobs list`` shows its host).
     """
-    from fleetctl.models.base import utcnow
-    from fleetctl.store import tables as T
-
     j = T.job.c
     with engine.connect() as conn:
         rows = conn.execute(select(j.id, j.args).where(j.state == JobState.RUNNING.value)).all()
@@ -351,8 +322,6 @@ def mark_interrupted(engine: Any) -> list[int]:
 
 
 def _pin(conn: Any, name: str, fingerprint: str) -> None:
-    from fleetctl.store import tables as T
-
     conn.execute(update(T.server).where(T.server.c.name == name, T.server.c.bmc_fingerprint.is_(None)).values(bmc_fingerprint=fingerprint))
 
 

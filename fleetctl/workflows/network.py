@@ -14,6 +14,9 @@ from typing import Any
 
 from sqlalchemy import select
 
+from fleetctl.interfaces.switch import PortConfig, PortMode
+from fleetctl.store import tables as T
+
 
 @dataclass
 class PortWant:
@@ -26,16 +29,12 @@ class PortWant:
     server_state: str | None = None
 
     def config(self) -> Any:
-        from fleetctl.interfaces.switch import PortConfig, PortMode
-
         if self.mode == "access":
             return PortConfig(mode=PortMode.ACCESS, access_vlan=self.vlans[0], admin_up=True)
         return PortConfig(mode=PortMode.TRUNK, trunk_vlans=self.vlans, admin_up=True)
 
 
 def _cables(conn: Any) -> list[Any]:
-    from fleetctl.store import tables as T
-
     peer_port = T.switch_port.alias("peer_port")
     peer_sw = T.switch.alias("peer_sw")
     q = (

@@ -14,6 +14,8 @@ from typing import Any
 
 from sqlalchemy import select
 
+from fleetctl.store import tables as T
+
 
 @dataclass
 class PowerSlot:
@@ -72,8 +74,6 @@ def power_figures(
     conn: Any, names: list[str]
 ) -> tuple[dict[str, tuple[str, int | None]], dict[str, int | None], dict[str, list[tuple[str, int | None]]]]:
     """(server -> (rack key, peak W)), (rack key -> budget), and every server of those racks with its peak."""
-    from fleetctl.store import tables as T
-
     q = (
         select(T.server.c.name, T.rack.c.id.label("rack_id"), T.rack.c.name.label("rack"), T.rack.c.power_budget_w,
                T.hardware_model.c.power_peak_w, T.site.c.name.label("site"))  # fmt: skip

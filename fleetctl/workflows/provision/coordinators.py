@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fleetctl.errors import FleetError
+from fleetctl.lifecycle.rack_power import OverBudget
 from fleetctl.workflows.provision.model import StepFailed
 
 if TYPE_CHECKING:
@@ -44,8 +45,6 @@ class PowerGate:
 
     async def admit(self, rack: str, server: str, peak_w: int, *, already_drawing: bool) -> int:
         """Wait for this server's slot; return the rack's counted draw with it."""
-        from fleetctl.lifecycle.rack_power import OverBudget
-
         if self.ledger is None:
             raise FleetError("no power ledger: this run was not set up to power servers on")
         try:

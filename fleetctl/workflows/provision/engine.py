@@ -18,9 +18,21 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from fleetctl.errors import FleetError
-from fleetctl.lifecycle.locks import Refused
+from fleetctl.interfaces.bmc import PowerState
+from fleetctl.inventory.service import actor, export_inventory
+from fleetctl.lifecycle.locks import Refused, break_lock, owner_id, release, try_lock
+from fleetctl.lifecycle.rack_power import RackPower
 from fleetctl.lifecycle.states import ServerState as S
+from fleetctl.models import Event
+from fleetctl.models.base import utcnow
+from fleetctl.plugins import FleetSessions, sweep_async
+from fleetctl.preflight import for_provision
+from fleetctl.store import get_engine, immediate
+from fleetctl.targets import bmc_targets, resolve, resolve_switches
 from fleetctl.workflows.journal import WORKING, AsyncJournal, JobState, Journal, Pass, StepState
+from fleetctl.workflows.network import protected_ports
+from fleetctl.workflows.power import power_figures
+from fleetctl.workflows.provision.context import load_contexts
 from fleetctl.workflows.provision.coordinators import AnsibleBatcher, PowerGate, SwitchBatcher
 from fleetctl.workflows.provision.model import ErrorKind, Failure, Options, Progress, Result, ServerCtx, StepError, StepFailed
 from fleetctl.workflows.provision.steps import STEP_NAMES, STEPS, Step, StepCall, run_ansible_batch
@@ -80,8 +92,6 @@ class Provisioner:
 
     async def declared(self, site: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """The site as declared ({server: ServerSpec}, {model: ModelSpec}), read once per run (in a thread)."""
-        from fleetctl.inventory.service import export_inventory
-
         if site not in self.declared_sites:
             self.declared_sites[site] = asyncio.ensure_future(asyncio.to_thread(export_inventory, self.opt.url, {site}))
         inv = await self.declared_sites[site]
@@ -114,9 +124,6 @@ class Provisioner:
             PreflightError: a credential or setting the run will need is missing
                 (every problem collected; the dry run refuses the same way).
         """
-        from fleetctl.preflight import for_provision
-        from fleetctl.store import get_engine
-
         if self._refused is not None:
             return
         self.engine = get_engine(self.opt.url)
@@ -129,8 +136,6 @@ class Provisioner:
 
     def _prepare(self) -> list[str]:
         """Before the loop: read the inventory, preflight, refuse and skip, lock, open the job; the servers to work."""
-        from fleetctl.lifecycle.locks import owner_id
-
         if not self.opt.dry_run:  # before any lock: a bad FLEETCTL_KEEP_RUNS stops here
             from fleetctl.config import data_dir
             from fleetctl.workflows.ansible_run import prune_runs, reap_leftovers
@@ -155,9 +160,6 @@ class Provisioner:
         return work
 
     def _read_inventory(self) -> None:
-        from fleetctl.targets import bmc_targets
-        from fleetctl.workflows.provision.context import load_contexts
-
         with self.engine.connect() as conn:
             self.ctx = load_contexts(conn, self.names)
         # Resolving reads each credential reference: once per run, not per step.
@@ -182,12 +184,6 @@ class Provisioner:
         """Lock what can be; recover the locks of processes of this host that are gone; {server: who holds it}."""
         from sqlalchemy import insert
 
-        from fleetctl.inventory.service import actor
-        from fleetctl.lifecycle.locks import break_lock, try_lock
-        from fleetctl.models import Event
-        from fleetctl.models.base import utcnow
-        from fleetctl.store import immediate
-
         purpose = f"provision {self.label}"
         got, busy = try_lock(self.engine, work, purpose=purpose, owner=self.owner)
         self.locked += got
@@ -205,8 +201,6 @@ class Provisioner:
         return busy
 
     def _open_journal(self, work: list[str]) -> None:
-        from fleetctl.inventory.service import actor
-
         args = {"reprovision": self.opt.reprovision, "restart": self.opt.restart, "servers": len(work)}
         journal = Journal.open(self.engine, kind="provision", target=self.label, args=args, actor=actor(), prefix="provision.")
         self.journal = AsyncJournal(journal)
@@ -216,10 +210,6 @@ class Provisioner:
 
     def _read_shared(self, work: list[str]) -> None:
         """The racks' budgets and who is in them, the switches and their protected ports."""
-        from fleetctl.targets import bmc_targets, resolve, resolve_switches
-        from fleetctl.workflows.network import protected_ports
-        from fleetctl.workflows.power import power_figures
-
         with self.engine.connect() as conn:
             _, self.budgets, self.members = power_figures(conn, work)
             sw_names = sorted({w.switch for n in work for w in self.ctx[n].ports})
@@ -232,8 +222,6 @@ class Provisioner:
         self.drawing_refs = known + (bmc_targets(refs)[0] if refs else [])
 
     async def _work(self, work: list[str]) -> None:
-        from fleetctl.plugins import FleetSessions
-
         async with FleetSessions() as fleets:
             self.fleets = fleets
             await self._setup_coordinators(work)
@@ -248,10 +236,6 @@ class Provisioner:
             await asyncio.gather(*(one(n) for n in work))
 
     async def _setup_coordinators(self, work: list[str]) -> None:
-        from fleetctl.interfaces.bmc import PowerState
-        from fleetctl.lifecycle.locks import owner_id
-        from fleetctl.lifecycle.rack_power import RackPower
-
         # Who draws power now in the racks concerned: their BMCs say (unknown counts as drawing).
         read_at = time.time()
         self.power_now = await self._power_states()
@@ -264,8 +248,6 @@ class Provisioner:
             self.ansible.expect(n)
 
     async def _power_states(self) -> dict[str, Any]:
-        from fleetctl.plugins import sweep_async
-
         async def op(bmc: Any) -> Any:
             return await bmc.power.state()
 
@@ -273,8 +255,6 @@ class Provisioner:
         return {r.target: r.value for r in results if r.ok}
 
     def _close(self, *, interrupted: bool, cpu0: Any, t0: float) -> None:
-        from fleetctl.lifecycle.locks import release
-
         if self.journal is not None:
             self.journal.close()  # every queued write in the store first
             failed = sum(1 for p in self.progress.values() if p.result in NOT_READY)

@@ -6,6 +6,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from fleetctl.errors import FleetError
+from fleetctl.interfaces.bmc import PowerState
+from fleetctl.workflows.ansible_run import plays_for
+from fleetctl.workflows.firmware import plan_for
 from fleetctl.workflows.provision.model import Result
 
 if TYPE_CHECKING:
@@ -14,10 +17,6 @@ if TYPE_CHECKING:
 
 async def plan_server(run: Provisioner, name: str) -> None:
     """Read-only: the server's plan (firmware, BIOS, VLANs, boot, power, playbooks, accelerator check, problems)."""
-    from fleetctl.interfaces.bmc import PowerState
-    from fleetctl.workflows.ansible_run import plays_for
-    from fleetctl.workflows.firmware import plan_for
-
     ctx = run.ctx[name]
     plan: dict[str, Any] = {}
     run.update(name, started=time.monotonic(), status="reading")

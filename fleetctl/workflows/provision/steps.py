@@ -22,8 +22,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fleetctl.config import data_dir
 from fleetctl.errors import Timeout
+from fleetctl.interfaces.bmc import BootDevice, PowerState
+from fleetctl.interfaces.switch import PortConfig, PortMode
 from fleetctl.lifecycle.states import ServerState as S
+from fleetctl.secrets import resolve_token
+from fleetctl.workflows.accel import check
+from fleetctl.workflows.ansible_run import run_batch
+from fleetctl.workflows.firmware import operation, plan_for
+from fleetctl.workflows.inspect import compare, reconcile
 from fleetctl.workflows.provision.context import ansible_hostvars, host_endpoint, ssh_ready
 from fleetctl.workflows.provision.model import ServerCtx, StepFailed
 
@@ -86,8 +94,6 @@ async def bmc_login(c: StepCall) -> dict[str, Any]:
 
 
 async def inspect(c: StepCall) -> dict[str, Any]:
-    from fleetctl.workflows.inspect import compare, reconcile
-
     opt = c.run.opt
     async with c.bmc() as bmc:
         facts = await bmc.inventory.facts()
@@ -104,8 +110,6 @@ async def inspect(c: StepCall) -> dict[str, Any]:
 
 
 async def firmware(c: StepCall) -> dict[str, Any]:
-    from fleetctl.workflows.firmware import operation, plan_for
-
     ctx, opt = c.ctx, c.run.opt
     async with c.bmc() as bmc:
         # An update started by a process that died goes on in the BMC: wait for it, never flash twice.
@@ -148,8 +152,6 @@ async def bios(c: StepCall) -> dict[str, Any]:
 
 
 async def _vlans(c: StepCall, provisioning: bool) -> dict[str, Any]:
-    from fleetctl.interfaces.switch import PortConfig, PortMode
-
     ctx, switches = c.ctx, c.run.switches
     if not ctx.ports:
         return {"ports": [], "note": "no data port of this server is cabled in the plan"}
@@ -188,8 +190,6 @@ async def vlan_production(c: StepCall) -> dict[str, Any]:
 
 
 async def boot(c: StepCall) -> dict[str, Any]:
-    from fleetctl.interfaces.bmc import BootDevice, PowerState
-
     ctx, opt, noted = c.ctx, c.run.opt, c.noted
     source = ctx.prov["boot"]
     device = BootDevice.PXE if source == "pxe" else BootDevice.CD
@@ -283,10 +283,6 @@ def run_ansible_batch(run: Provisioner, names: list[str], stop: threading.Event 
 
     ``stop`` set: the run is stopped (ansible-playbook killed) instead of waited for.
     """
-    from fleetctl.config import data_dir
-    from fleetctl.secrets import resolve_token
-    from fleetctl.workflows.ansible_run import run_batch
-
     journal = run.journal
     assert journal is not None
     hosts: dict[str, dict[str, Any]] = {}
@@ -349,8 +345,6 @@ def run_ansible_batch(run: Provisioner, names: list[str], stop: threading.Event 
 
 
 async def accel(c: StepCall) -> dict[str, Any]:
-    from fleetctl.workflows.accel import check
-
     ctx = c.ctx
     if not ctx.board_kind:
         return {"boards": 0, "note": "the model holds no accelerator boards"}
