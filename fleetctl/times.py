@@ -14,6 +14,11 @@ _UNITS = {"m": dt.timedelta(minutes=1), "h": dt.timedelta(hours=1), "d": dt.time
 _DURATION = re.compile(r"^(\d+)\s*([mhdw])$")
 
 
+def utcnow() -> dt.datetime:
+    """Now, in UTC, with its zone: every stored timestamp is made by this."""
+    return dt.datetime.now(dt.UTC)
+
+
 def aware_utc(v: Any) -> dt.datetime | None:
     """A stored timestamp (a datetime or ISO text) as an aware UTC datetime; SQLite hands them back naive, in UTC."""
     if v is None:

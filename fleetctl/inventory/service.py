@@ -14,14 +14,11 @@ from typing import Any
 
 from fleetctl.errors import InputError, InventoryError, NotFound
 from fleetctl.holders import actor  # (defined below the store; many callers import it from here)
-from fleetctl.inventory.apply import apply
 from fleetctl.inventory.loader import load_path
 from fleetctl.inventory.plan import Plan, diff
 from fleetctl.inventory.schema import SiteFile, SiteSpec
-from fleetctl.inventory.snapshot import read_inventory
 from fleetctl.inventory.validate import check, merge, parse_source
 from fleetctl.lifecycle.states import BoardState
-from fleetctl.models import AcceleratorBoard
 from fleetctl.store import get_engine, write_transaction
 
 
@@ -51,6 +48,8 @@ def _plan(conn: Any, sources: list[Any], files: list[Any]) -> Plan:
     The specs (current and desired) are dropped when this returns, so that a
     10,000-server import does not hold them while it writes.
     """
+    from fleetctl.inventory.snapshot import read_inventory
+
     current = read_inventory(conn)
     desired = merge(current, sources, files)
     files.clear()
@@ -65,6 +64,8 @@ def _plan(conn: Any, sources: list[Any], files: list[Any]) -> Plan:
 
 def _change(sources: list[Any], files: list[Any], *, dry_run: bool, action: str, reason: str | None, url: str | None) -> Plan:
     from sqlalchemy.exc import IntegrityError
+
+    from fleetctl.inventory.apply import apply
 
     with write_transaction(url) as conn:
         plan = _plan(conn, sources, files)
@@ -93,6 +94,8 @@ def edit_site(
     ``mutate`` receives a ``SiteFile`` holding the site (and every model, so
     a check can see them); it raises InputError for bad arguments.
     """
+    from fleetctl.inventory.snapshot import read_inventory
+
     with get_engine(url).connect() as conn:
         current = read_inventory(conn, {site_name})
     site = next((s for s in current.sites if s.name == site_name), None)
@@ -118,6 +121,9 @@ def edit_site(
 
 def remove_site(site_name: str, *, dry_run: bool = False, reason: str | None = None, url: str | None = None) -> Plan:
     """Remove a site that holds no racks."""
+    from fleetctl.inventory.apply import apply
+    from fleetctl.inventory.snapshot import read_inventory
+
     with write_transaction(url) as conn:
         current = read_inventory(conn, {site_name})
         if not current.sites:
@@ -135,6 +141,8 @@ def remove_site(site_name: str, *, dry_run: bool = False, reason: str | None = N
 
 
 def export_inventory(url: str | None = None, site_names: set[str] | None = None):  # type: ignore[no-untyped-def]
+    from fleetctl.inventory.snapshot import read_inventory
+
     with get_engine(url).connect() as conn:
         return read_inventory(conn, site_names)
 
@@ -149,6 +157,7 @@ def set_board_state(serial: str, state: str, *, reason: str | None = None, dry_r
     from sqlalchemy import select
 
     from fleetctl.lifecycle.boards import move_board
+    from fleetctl.models import AcceleratorBoard
 
     try:
         BoardState(state)

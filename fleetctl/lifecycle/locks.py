@@ -26,9 +26,9 @@ from sqlalchemy import insert, select, update
 
 from fleetctl.errors import Locked
 from fleetctl.holders import Holder, actor
-from fleetctl.models.base import utcnow
 from fleetctl.store import immediate
 from fleetctl.store import tables as T
+from fleetctl.times import utcnow
 
 
 @dataclass(frozen=True)

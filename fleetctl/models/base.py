@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import Column, DateTime
 from sqlmodel import SQLModel
+
+# Re-exported: defined below the layers, so that what only needs the time need not import SQLModel.
+from fleetctl.times import utcnow as utcnow
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
@@ -18,10 +20,6 @@ class TableModel(SQLModel):
 
     if TYPE_CHECKING:
         __table__: ClassVar[Table]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def tz_column(*, nullable: bool = True, default: Any = None, index: bool = False) -> Any:

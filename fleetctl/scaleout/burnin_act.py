@@ -29,7 +29,7 @@ from fleetctl.burnin.criteria import CriteriaFile
 from fleetctl.burnin.engine import burn_servers, close_run, open_run, plan, record_error, recorded_already, stored_results
 from fleetctl.errors import FleetError
 from fleetctl.lifecycle.locks import Holder, _refusal, lock_recovering, release
-from fleetctl.scaleout.activities import _own, heartbeating, shared_store
+from fleetctl.scaleout.activities import heartbeating, shared_store
 from fleetctl.store import get_engine, immediate
 from fleetctl.store import tables as T
 from fleetctl.workflows.journal import Journal, StepResult
@@ -59,6 +59,8 @@ class BurninActivities:
 
     def _open(self, req: dict[str, Any]) -> dict[str, Any]:
         from sqlalchemy import select, update
+
+        from fleetctl.scaleout.activities import _own
 
         engine = _engine(req)
         names: list[str] = req["names"]

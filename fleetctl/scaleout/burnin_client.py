@@ -16,7 +16,6 @@ from fleetctl.burnin.verdict import worst
 from fleetctl.config import database_url
 from fleetctl.errors import FleetError, InputError, Locked
 from fleetctl.inventory.service import actor
-from fleetctl.scaleout.activities import store_id
 from fleetctl.scaleout.client import ENV_HEARTBEAT, Followed, follow
 from fleetctl.scaleout.queues import HEARTBEAT_S
 from fleetctl.store import get_engine
@@ -29,6 +28,8 @@ def request(p: Any, *, restart: bool, concurrency: int) -> dict[str, Any]:
     read by the workers from the inventory (the activities plan each server
     again there).
     """
+    from fleetctl.scaleout.activities import store_id
+
     job = p.servers[0].job  # grace, interval and force are the run's, the same on each server's job
     return {"names": [s.name for s in p.servers], "kind": p.kind, "level": p.level, "seconds": p.seconds, "grace": job.grace,
             "interval": job.interval, "force": job.force, "criteria": p.criteria.model_dump(mode="json"), "selector": p.selector,

@@ -11,8 +11,6 @@ from typing import Any
 from fleetctl.config import database_url, temporal_address, temporal_namespace
 from fleetctl.errors import FleetError, InputError
 from fleetctl.inventory.service import actor
-from fleetctl.scaleout.activities import store_id
-from fleetctl.scaleout.preflight_act import REFUSED, refusal
 from fleetctl.scaleout.queues import CONTROL_QUEUE, HEARTBEAT_S
 from fleetctl.store import get_engine
 from fleetctl.store import tables as T
@@ -187,6 +185,9 @@ def provision_request(names: list[str], options: Any, label: str) -> dict[str, A
     """The parent workflow's input: names, options, who; the store's URL without its password."""
     import os
 
+    # (the activities import the Temporal SDK, an optional extra: not for a command that never reaches Temporal)
+    from fleetctl.scaleout.activities import store_id
+
     opts = {k: v for k, v in asdict(options).items() if k != "url"}
     return {"names": names, "options": opts, "label": label, "actor": actor(), "store": store_id(database_url()),
             "heartbeat_s": float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S), "sites": _sites(names)}  # fmt: skip
@@ -243,6 +244,8 @@ def provision(names: list[str], options: Any, label: str, address: str, namespac
 def _preflight_refusal(e: Any) -> Any:
     """The PreflightError of a run the parent refused on its sites' preflight reports; None for any other failure."""
     from temporalio.exceptions import ApplicationError
+
+    from fleetctl.scaleout.preflight_act import REFUSED, refusal
 
     cause = e.cause
     if not isinstance(cause, ApplicationError) or cause.type != REFUSED or not cause.details:

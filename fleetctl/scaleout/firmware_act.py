@@ -23,7 +23,7 @@ from temporalio import activity
 from fleetctl.errors import FleetError
 from fleetctl.lifecycle.locks import Holder
 from fleetctl.plugins import sweep_async
-from fleetctl.scaleout.activities import _own, heartbeating, shared_store
+from fleetctl.scaleout.activities import heartbeating, shared_store
 from fleetctl.store import get_engine
 from fleetctl.store import tables as T
 from fleetctl.targets import bmc_targets, resolve
@@ -67,6 +67,8 @@ class FirmwareActivities:
 
     def _open(self, req: dict[str, Any]) -> dict[str, Any]:
         from sqlalchemy import select
+
+        from fleetctl.scaleout.activities import _own
 
         _check_store(req)
         engine = get_engine()

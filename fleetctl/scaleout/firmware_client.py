@@ -9,7 +9,6 @@ from typing import Any
 from fleetctl.config import database_url
 from fleetctl.errors import FleetError, InputError
 from fleetctl.inventory.service import actor
-from fleetctl.scaleout.activities import store_id
 from fleetctl.scaleout.client import ENV_HEARTBEAT, Followed, follow
 from fleetctl.scaleout.queues import HEARTBEAT_S
 from fleetctl.workflows.firmware_campaign import HALT_REASON, WINDOW_REASON
@@ -37,6 +36,8 @@ def campaign_request(waves: list[list[str]], options: Any, *, label: str, args: 
                      window: str | None, wait: bool) -> dict[str, Any]:  # fmt: skip
     """The parent workflow's input: names, waves, options, who, the report's texts; the store's URL without its password."""
     import os
+
+    from fleetctl.scaleout.activities import store_id
 
     check_image_base(options.base)
     opts = asdict(options)

@@ -21,7 +21,6 @@ from typing import Any
 from temporalio import activity
 
 from fleetctl.preflight import Preflight, PreflightError, for_provision
-from fleetctl.scaleout.activities import loaded_provisioner
 
 # The error type the parent workflow fails with when a site reported problems; the command maps it to a PreflightError.
 REFUSED = "PreflightRefused"
@@ -34,6 +33,8 @@ async def preflight(req: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _check(req: dict[str, Any]) -> list[dict[str, Any]]:
+    from fleetctl.scaleout.activities import loaded_provisioner
+
     names: list[str] = req["servers"]
     p = loaded_provisioner(req, names)
     with p.engine.connect() as conn:

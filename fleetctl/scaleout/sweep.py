@@ -25,7 +25,7 @@ from typing import Any
 from temporalio import activity
 
 from fleetctl.config import database_url
-from fleetctl.scaleout.activities import heartbeating, store_id
+from fleetctl.scaleout.activities import heartbeating
 from fleetctl.scaleout.client import ENV_HEARTBEAT, check_store, connect
 from fleetctl.scaleout.queues import CONTROL_QUEUE, HEARTBEAT_S
 from fleetctl.store import get_engine, immediate
@@ -120,6 +120,8 @@ def collector(servers: list[Any], switches: list[Any], options: Any, address: st
               shard: int = SHARD_TARGETS) -> Callable[[Any], Coroutine[Any, Any, None]]:  # fmt: skip
     """``collect`` for :func:`fleetctl.sweep.engine.run`: the targets read by the workers, merged into the run's recorder."""
     import os
+
+    from fleetctl.scaleout.activities import store_id
 
     check_store(database_url())
 

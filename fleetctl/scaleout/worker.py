@@ -18,22 +18,24 @@ from fleetctl.plugins import FleetSessions
 
 # A worker's activities judge locks Temporal runs hold (fleetctl.holders): the engine's check is registered here too.
 from fleetctl.scaleout import liveness as _liveness  # noqa: F401
-from fleetctl.scaleout.activities import ProvisionActivities
-from fleetctl.scaleout.burnin_act import BurninActivities
-from fleetctl.scaleout.burnin_wf import BurninRun, BurninServer
 from fleetctl.scaleout.client import check_store, connect
-from fleetctl.scaleout.firmware_act import FirmwareActivities
-from fleetctl.scaleout.firmware_wf import FirmwareCampaign, FirmwareServer
-from fleetctl.scaleout.preflight_act import preflight
 from fleetctl.scaleout.queues import CONTROL_QUEUE, site_queue
-from fleetctl.scaleout.sweep import SweepActivities
-from fleetctl.scaleout.workflows import ProvisionRun, ProvisionServer, SweepRun
 
 
 async def run_worker(site: str, address: str, namespace: str, *, activities: int = 500,
                      ready: Callable[[str], None] | None = None) -> None:  # fmt: skip
     """Run until SIGTERM or SIGINT; then finish what runs (Temporal gives what does not finish to another worker)."""
     from temporalio.worker import Worker
+
+    # (the activities import the Temporal SDK, an optional extra: not for a command that never reaches Temporal)
+    from fleetctl.scaleout.activities import ProvisionActivities
+    from fleetctl.scaleout.burnin_act import BurninActivities
+    from fleetctl.scaleout.burnin_wf import BurninRun, BurninServer
+    from fleetctl.scaleout.firmware_act import FirmwareActivities
+    from fleetctl.scaleout.firmware_wf import FirmwareCampaign, FirmwareServer
+    from fleetctl.scaleout.preflight_act import preflight
+    from fleetctl.scaleout.sweep import SweepActivities
+    from fleetctl.scaleout.workflows import ProvisionRun, ProvisionServer, SweepRun
 
     check_store(database_url())
     client = await connect(address, namespace)

@@ -30,9 +30,8 @@ from fleetctl.inventory.edits import UNIDENTIFIED_MODEL, is_placeholder_serial
 from fleetctl.inventory.schema import BoardSpec, ModelSpec
 from fleetctl.inventory.service import actor, edit_site, export_inventory
 from fleetctl.lifecycle.machine import move
-from fleetctl.models import Event, Server
-from fleetctl.models.base import utcnow
 from fleetctl.store import write_transaction
+from fleetctl.times import utcnow
 
 
 @dataclass
@@ -289,6 +288,8 @@ def reconcile(facts_by_server: dict[str, Any], *, accept: bool = False, url: str
     ``dry_run``: the same findings and the edits checked as an import would
     check them (a refused edit raises), but nothing is written.
     """
+    from fleetctl.models import Event, Server
+
     by_site: dict[str, list[str]] = {}
     for name in facts_by_server:
         by_site.setdefault(inv_edits.site_of_server(name), []).append(name)

@@ -39,10 +39,9 @@ from sqlalchemy import insert, select, update
 from fleetctl.lifecycle.locks import Holder, owner_id
 from fleetctl.lifecycle.machine import move
 from fleetctl.lifecycle.states import ServerState as S
-from fleetctl.models import Job, JobStep
-from fleetctl.models.base import utcnow
 from fleetctl.store import immediate
 from fleetctl.store import tables as T
+from fleetctl.times import utcnow
 
 T_ = TypeVar("T_")
 
@@ -151,6 +150,8 @@ class Journal:
     @classmethod
     def open(cls, engine: Any, *, kind: str, target: str, args: dict[str, Any], actor: str, prefix: str = "") -> Journal:
         """Begin a job (``running``), recording its process; first mark this host's killed jobs interrupted."""
+        from fleetctl.models import Job
+
         mark_interrupted(engine)
         args = {**args, OWNER_ARG: owner_id()}
         with immediate(engine) as conn:
@@ -189,6 +190,8 @@ class Journal:
 
     def _step_row(self, server_id: int, name: str, state: StepState, *, output: Any = None, error: str | None = None,
                   finished: bool = False) -> int:  # fmt: skip
+        from fleetctl.models import JobStep
+
         now = utcnow()
         with immediate(self.engine) as conn:
             return conn.execute(
@@ -228,6 +231,8 @@ class Journal:
     def record(self, results: Iterable[StepResult], *, pins: dict[str, str], state: JobState, error: str | None) -> None:
         """A one-shot operation's outcome in one transaction: a step row per server (named as the job's
         kind), the certificates learned, and the job finished."""
+        from fleetctl.models import JobStep
+
         now = utcnow()
         rows = [
             {"job_id": self.job_id, "server_id": r.server_id, "name": self.prefix + self.kind,

@@ -10,12 +10,11 @@ from typing import Any
 from sqlalchemy import insert, update
 
 from fleetctl.inventory.service import actor
-from fleetctl.models import Job
-from fleetctl.models.base import utcnow
 from fleetctl.plugins import drivers_for, sweep
 from fleetctl.store import get_engine
 from fleetctl.store import tables as T
 from fleetctl.targets import SwitchRef
+from fleetctl.times import utcnow
 from fleetctl.workflows.bmc import Outcome
 
 
@@ -35,6 +34,7 @@ def run(
     ``judge(value)`` may call a switch's step failed although the operation
     returned (a port refused): the journal then says so, with the reason.
     """
+    from fleetctl.models import Job
     from fleetctl.targets import switch_targets
 
     targets, unreachable = switch_targets(switches)

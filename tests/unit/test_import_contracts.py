@@ -67,6 +67,10 @@ VIOLATIONS = [
      "fleetctl.interfaces._violation -> fleetctl.store"),
     ("drivers", "drivers reach the core only through its interfaces", "fleetctl_drivers/_violation.py",
      "from fleetctl.store import get_engine\n", "fleetctl_drivers._violation -> fleetctl.store"),
+    ("core-without-drivers", "the core never imports the drivers or the lab", "fleetctl/burnin/_violation.py",
+     "def f() -> None:\n    from fleetctl_drivers.accel import mncore\n", "fleetctl.burnin._violation -> fleetctl_drivers.accel.mncore"),
+    ("core-without-drivers", "the core never imports the drivers or the lab", "fleetctl/sweep/_violation.py",
+     "import fleetctl_lab\n", "fleetctl.sweep._violation -> fleetctl_lab"),
     ("lab", "the lab uses the core's public API only", "fleetctl_lab/_violation.py",
      "from fleetctl.workflows.provision import engine\n", "fleetctl_lab._violation -> fleetctl.workflows.provision.engine"),
 ]  # fmt: skip

@@ -23,12 +23,11 @@ from fleetctl.inventory.service import actor, export_inventory
 from fleetctl.lifecycle.locks import Refused, break_lock, owner_id, release, try_lock
 from fleetctl.lifecycle.rack_power import RackPower
 from fleetctl.lifecycle.states import ServerState as S
-from fleetctl.models import Event
-from fleetctl.models.base import utcnow
 from fleetctl.plugins import FleetSessions, sweep_async
 from fleetctl.preflight import for_provision
 from fleetctl.store import get_engine, immediate
 from fleetctl.targets import bmc_targets, resolve, resolve_switches
+from fleetctl.times import utcnow
 from fleetctl.workflows.journal import WORKING, AsyncJournal, JobState, Journal, Pass, StepState
 from fleetctl.workflows.network import protected_ports
 from fleetctl.workflows.power import power_figures
@@ -183,6 +182,8 @@ class Provisioner:
     def _lock(self, work: list[str]) -> dict[str, Refused]:
         """Lock what can be; recover the locks of processes of this host that are gone; {server: who holds it}."""
         from sqlalchemy import insert
+
+        from fleetctl.models import Event
 
         purpose = f"provision {self.label}"
         got, busy = try_lock(self.engine, work, purpose=purpose, owner=self.owner)
