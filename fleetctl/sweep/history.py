@@ -103,9 +103,13 @@ def diff(conn: Any, before: int, after: int) -> dict[str, list[dict[str, Any]]]:
     return {"new": new, "resolved": resolved, "persisting": persisting}
 
 
-def per_day(conn: Any, days: int = 30) -> list[dict[str, Any]]:
-    """Findings per day and status over the last ``days`` (the latest finished run of each day)."""
-    since = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
+def per_day(conn: Any, days: int = 30, *, now: dt.datetime | None = None) -> list[dict[str, Any]]:
+    """Findings per day and status over the ``days`` before ``now`` (the latest finished run of each day).
+
+    ``now`` is the report's own clock (default: the wall clock), so a report built
+    for a given moment counts the same days whenever it is built.
+    """
+    since = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=days)
     day_runs: dict[str, int] = {}
     for r in conn.execute(select(T.sweep_run.c.id, T.sweep_run.c.started_at).where(
             T.sweep_run.c.state == "finished", T.sweep_run.c.started_at >= since).order_by(T.sweep_run.c.id)):  # fmt: skip

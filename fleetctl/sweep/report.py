@@ -190,7 +190,7 @@ def build(conn: Any, *, since: dt.datetime | None = None, now: dt.datetime | Non
     found = history.findings(conn, latest["id"])
     changes = history.diff(conn, base["id"], latest["id"]) if base else None
     days = max(1, math.ceil((now - since).total_seconds() / 86400)) if since else DEFAULT_DAYS
-    per_day = history.per_day(conn, days)
+    per_day = history.per_day(conn, days, now=now)
     if since is not None:
         # per_day counts whole days back from now; keep the days whose sweep started since then.
         first = [r.id for r in conn.execute(select(T.sweep_run.c.id, T.sweep_run.c.started_at).where(T.sweep_run.c.state == "finished"))
