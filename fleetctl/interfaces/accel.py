@@ -12,6 +12,14 @@ A driver registers one entry point per board kind it serves, in the
 ``fleetctl.accel`` group (``mncore2 = "pkg.mod:Driver"``); a board kind
 without a driver gets :class:`NoopAccel`, which refuses with a message
 naming the kind.
+
+What the core judges is vendor-neutral: a driver's read gives
+:class:`AccelReading` (its :class:`BoardReading` list, the device nodes it
+found, the host's :class:`BoardEvent` list, the tool that listed them), and
+its burn-in stages fill :class:`BoardObservation`. The default criteria of a
+kind (burn-in levels, thresholds, which rules judge at which severity) are
+data the driver ships (:meth:`AccelDriver.criteria`, a YAML file beside it);
+a site's criteria file overrides them per kind and per hardware model.
 """
 
 from __future__ import annotations
@@ -21,13 +29,14 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from fleetctl.errors import DriverError
 from fleetctl.interfaces.host import HostSession, HostTarget
 
-__all__ = ["AccelBurnin", "AccelDriver", "AccelReading", "BoardObservation", "BurninContext", "BurninJob", "HostOutcome",
-           "InvBoard", "NoopAccel", "Sampler", "StageError", "burnin_dir", "quote_argv"]  # fmt: skip
+__all__ = ["AccelBurnin", "AccelDriver", "AccelReading", "BoardEvent", "BoardObservation", "BoardReading", "BurninContext",
+           "BurninJob", "HostOutcome", "InvBoard", "NoopAccel", "Sampler", "StageError", "burnin_dir", "quote_argv"]  # fmt: skip
 
 #: Telemetry samples kept per board; past it every second one is dropped.
 MAX_SAMPLES_PER_BOARD = 20_000
@@ -35,6 +44,50 @@ MAX_SAMPLES_PER_BOARD = 20_000
 
 class StageError(DriverError):
     """A burn-in stage cannot go on for this host; the message says which and why (the server gets an ``error`` result)."""
+
+
+@dataclass(frozen=True)
+class BoardEvent:
+    """Something the host logged about a board (an NVIDIA Xid line, a driver's RAS event), judged by the criteria.
+
+    ``code`` is the vendor's number for it (None: the line names none, judged as critical, never let pass).
+    ``critical`` is the driver's own word where it has one; the criteria's ``xid_critical`` list, when set,
+    decides instead (a site can make a code critical or not).
+    """
+
+    code: int | None
+    message: str
+    where: str = ""  # the board it is about: a PCI address (as the log writes it) or a device name
+    critical: bool | None = None
+    when: str = ""  # "since boot", "during the run": said with the finding
+
+
+@dataclass
+class BoardReading:
+    """One board as a host tool lists it, for the sweep's host checks (None: the tool does not give it or could not).
+
+    Every counter is what the core judges, named for what it is, not for the tool that gave it: the driver maps its
+    tool's fields onto these (and keeps the rest out of the core).
+    """
+
+    device: str  # how findings name it: "GPU 0", "mnc2p27s0"
+    serial: str | None = None
+    pci_address: str | None = None
+    slot: int | None = None
+    model: str | None = None  # the board's product name as the tool says it
+    temp_c: float | None = None
+    power_w: float | None = None
+    retired_pages: int | None = None  # memory pages retired for errors (single + double bit, or the vendor's bad pages)
+    retired_pages_pending: bool | None = None  # pages waiting to be retired (a reset retires them)
+    ecc_corrected: int | None = None  # memory errors since the driver loaded (volatile)
+    ecc_uncorrected: int | None = None
+    ecc_corrected_total: int | None = None  # over the board's life (aggregate), where the tool keeps it
+    ecc_uncorrected_total: int | None = None
+    link_gen: int | None = None  # the PCIe link now, and what board and slot can do
+    link_gen_max: int | None = None
+    link_width: int | None = None
+    link_width_max: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # the tool's own figures, kept as evidence, never judged
 
 
 @dataclass
@@ -61,7 +114,8 @@ class BoardObservation:
     errors_after: dict[str, int] = field(default_factory=dict)
     retired_pages: int | None = None
     retired_pages_pending: bool | None = None  # pages waiting to be retired (nvidia-smi retired_pages.pending), None: not read
-    xids: list[str] = field(default_factory=list)  # kernel lines
+    xids: list[str] = field(default_factory=list)  # kernel lines naming their Xid (older drivers); ``events`` is the typed form
+    events: list[BoardEvent] = field(default_factory=list)  # what the host logged about this board, judged by the criteria
     diag: list[dict[str, Any]] = field(default_factory=list)  # dcgmi: {"test", "status", "message", "setup_error"}
     telemetry: list[dict[str, Any]] = field(default_factory=list)  # {"t", "temp_c", "power_w", "clock_mhz", "source"}
     evidence: dict[str, str] = field(default_factory=dict)  # raw lines worth keeping (the result line)
@@ -174,13 +228,18 @@ class BurninContext(Protocol):
 
 @dataclass
 class AccelReading:
-    """What a driver read of a host's boards for the sweep's host checks.
+    """What a driver read of a host's boards for the sweep's host checks (a part is None when it could not be read).
 
-    ``parts`` by the name the host checks read (a part is None when it could not be read); ``errors`` by the tool
-    whose output could not be had or read, saying why.
+    ``boards``: every board the host tool lists (``tool`` names that tool in findings: "nvidia-smi");
+    ``device_nodes``: the boards' device files present, for a kind that has them (None: not read, or the kind has
+    none; the count is then not checked); ``events``: what the host logged about its boards (kernel lines), each
+    naming its board; ``errors`` by the tool whose output could not be had or read, saying why.
     """
 
-    parts: dict[str, Any] = field(default_factory=dict)
+    boards: list[BoardReading] | None = None
+    tool: str = ""
+    device_nodes: list[str] | None = None
+    events: list[BoardEvent] | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
 
@@ -215,6 +274,32 @@ class AccelDriver(ABC):
 
     #: The hardware models' board kinds this driver serves (its entry points' names).
     kinds: ClassVar[tuple[str, ...]] = ()
+    #: The driver's default criteria (see :meth:`criteria`): a YAML file shipped beside the driver, or None.
+    criteria_file: ClassVar[Path | None] = None
+
+    def criteria(self) -> Mapping[str, Any]:
+        """The default criteria of the kinds this driver serves, as data in the criteria file's shape.
+
+        ``{"levels": {kind: {level: {"seconds": ..}}}, "kinds": {kind: {...}}, "models": {model: {...}}}``, each
+        section optional: ``levels`` says how long each burn-in level runs (a kind without levels has no burn-in),
+        ``kinds`` the thresholds and the severity of each rule, ``models`` a hardware model's keys on top. The core
+        validates it (``fleetctl.burnin.criteria``); a site's criteria file overrides it key by key. By default the
+        YAML of :attr:`criteria_file` (nothing when unset).
+
+        Raises:
+            DriverError: the file cannot be read or is not a YAML mapping.
+        """
+        if self.criteria_file is None:
+            return {}
+        import yaml
+
+        try:
+            data = yaml.safe_load(Path(self.criteria_file).read_text())
+        except (OSError, yaml.YAMLError) as e:
+            raise DriverError(f"{self.criteria_file}: cannot read the driver's criteria: {e}") from e
+        if not isinstance(data, dict):
+            raise DriverError(f"{self.criteria_file}: expected a mapping (levels, kinds, models)")
+        return data
 
     @abstractmethod
     async def read(self, host: HostSession, hostvars: Mapping[str, Any], *, timeout: float) -> AccelReading:
