@@ -204,3 +204,17 @@ def acquire_recovering(engine: Any, names: list[str], *, purpose: str, reason: s
         yield got
     finally:
         release(engine, got, owner=owner)
+
+
+def lock_all_recovering(engine: Any, names: list[str], *, purpose: str, reason: str, owner: str) -> list[str]:
+    """:func:`lock_recovering`, all of ``names`` or none, for a run that locks in one step and releases in another
+    (a described workflow's open and close; ``owner`` then names the run, a workflow on Temporal).
+
+    Raises:
+        Locked: a server is held by someone else (none is then locked).
+    """
+    got, refused = lock_recovering(engine, names, purpose=purpose, reason=reason, owner=owner)
+    if refused:
+        release(engine, got, owner=owner)
+        raise _refusal(refused)
+    return got
