@@ -1,4 +1,4 @@
-"""What a board must show, as data (``criteria.yaml`` beside this module, or a site's copy), and the rules that read it.
+"""What a board must show, as data (each accelerator driver's defaults, or a site's copy), and the rules that read it.
 
 One set of criteria judges a reading wherever it is read: burn-in
 (``verdict.evaluate``) and the sweep's host checks (``sweep.host_checks``)
@@ -7,6 +7,14 @@ included (``--criteria FILE`` or ``$FLEETCTL_BURNIN_CRITERIA``). A limit is
 reached *at* its value: ``retired_pages_fail: 63`` fails a board with 63
 retired pages (DOMAIN.md: "retired pages >= 63 fail"), ``temp_warn_c: 85``
 marks one at 85 C.
+
+The defaults of a board kind are data its driver ships
+(:meth:`fleetctl.interfaces.accel.AccelDriver.criteria`, a YAML file beside
+the driver): its burn-in levels, its thresholds, the severity of each rule.
+``criteria.yaml`` beside this module documents the keys and adds nothing of
+its own; a site's copy is laid over the drivers' defaults key by key. A board
+kind a driver registers needs no edit here: its levels make it a kind burn-in
+serves, its thresholds judge its boards in burn-in and the sweep alike.
 
 Board kinds have one vocabulary (:data:`BOARD_KIND_NAMES`), the inventory's:
 site files, the BMC rules, the lab, the criteria and ``fleetctl burnin
@@ -24,23 +32,25 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fleetctl.errors import InputError
+from fleetctl.errors import DriverError, InputError
+from fleetctl.interfaces.accel import BoardEvent
 
 DEFAULT_FILE = Path(__file__).with_name("criteria.yaml")
 ENV = "FLEETCTL_BURNIN_CRITERIA"
 LEVELS = ("quick", "standard", "extended")
 
-#: The board kinds, as the inventory stores them (``accelerator_board.kind``, ``hardware_model.board_kind``), the
-#: site files and the BMC's board rules name them, and the criteria are keyed: the one vocabulary.
+#: The board kinds the inventory's schema knows (``accelerator_board.kind``, ``hardware_model.board_kind``), as the
+#: site files and the BMC's board rules name them: data, so that criteria naming them are read even where no driver
+#: is installed. Any kind an accelerator driver registers joins them (:func:`board_kinds`).
 BOARD_KIND_NAMES: dict[str, str] = {
-    "mncore2": "MN-Core 2 board (gpfn3-smi, /dev/mnc2p*)",
+    "mncore2": "MN-Core 2 board",
     "mncore": "first-generation MN-Core board",
-    "gpu": "GPU (nvidia-smi, dcgmi, gpu-burn)",
+    "gpu": "GPU",
 }
-#: Board kinds with a burn-in, and the workload that burns them in (the engine's name for it, kept in
-#: ``burnin_run.kind``). First-generation MN-Core boards have none: the MN-Core workload drives gpfn3-smi and
-#: ``/dev/mnc2p*``, which are MN-Core 2's.
-BURNIN_WORKLOADS: dict[str, str] = {"mncore2": "mncore", "gpu": "gpu"}
+#: The name a board kind's burn-in runs are stored under (``burnin_run.kind``) where it is not the board kind itself:
+#: the runs of mncore2 boards were always kept as ``mncore``, and stay so (history, what is due). A kind a driver
+#: brings is stored under its own name.
+BURNIN_WORKLOADS: dict[str, str] = {"mncore2": "mncore"}
 #: Older spellings of a burn-in's board kind, each with what it always selected: ``fleetctl burnin --mncore`` and
 #: ``levels.mncore`` in a criteria file ran the MN-Core 2 workload (they never served first-generation boards).
 OLD_SPELLINGS: dict[str, str] = {"--mncore": "mncore2", "--gpu": "gpu", "levels.mncore": "mncore2"}
@@ -48,10 +58,9 @@ OLD_SPELLINGS: dict[str, str] = {"--mncore": "mncore2", "--gpu": "gpu", "levels.
 #: ``retired_pages_fail: N + 1`` (fail at N + 1 or more), the same boards failing.
 RENAMED_KEYS = {"retired_pages_max": ("retired_pages_fail", lambda v: None if v is None else int(v) + 1)}
 
-#: The workloads (what the engine's ``kind`` is) and the board kinds each serves. ``BOARD_KINDS`` is the engine's
-#: earlier name for it: ``mncore`` there is the MN-Core 2 workload, which serves ``mncore2`` boards only.
-KINDS = tuple(dict.fromkeys(BURNIN_WORKLOADS.values()))
-WORKLOAD_BOARDS: dict[str, tuple[str, ...]] = {w: tuple(k for k, v in BURNIN_WORKLOADS.items() if v == w) for w in KINDS}
+#: The stored run names that are not a board kind, and the board kinds each stands for (``mncore``: mncore2's runs).
+WORKLOAD_BOARDS: dict[str, tuple[str, ...]] = {w: tuple(k for k, v in BURNIN_WORKLOADS.items() if v == w)
+                                               for w in dict.fromkeys(BURNIN_WORKLOADS.values())}  # fmt: skip
 BOARD_KINDS = WORKLOAD_BOARDS
 #: The verdict a criterion gives when the file's ``severity`` does not name it (the rest: fail).
 DEFAULT_SEVERITY = {"retired_pending": "degraded", "xid_other": "degraded"}
@@ -67,8 +76,41 @@ def board_kinds() -> list[str]:
     return list(dict.fromkeys([*BOARD_KIND_NAMES, *driver_names("accel")]))
 
 
+def driver_defaults() -> dict[str, dict[str, Any]]:
+    """The criteria the registered accelerator drivers ship (:meth:`~fleetctl.interfaces.accel.AccelDriver.criteria`):
+    each board kind's levels and criteria from the driver registered for that kind, the hardware models' keys from any.
+
+    Raises:
+        InputError: a driver's criteria cannot be read (naming its file).
+    """
+    from fleetctl.plugins import accel_driver, driver_names
+
+    out: dict[str, dict[str, Any]] = {"levels": {}, "kinds": {}, "models": {}}
+    read: dict[type, Any] = {}  # a driver serving several kinds is read once
+    for kind in driver_names("accel"):
+        drv = accel_driver(kind)
+        if type(drv) not in read:
+            try:
+                read[type(drv)] = drv.criteria() or {}
+            except DriverError as e:
+                raise InputError(f"board kind {kind}: {e}", field="--criteria") from e
+        data = read[type(drv)]
+        for section in ("levels", "kinds"):
+            got = (data.get(section) or {}).get(kind)
+            if got is not None:
+                out[section][kind] = got
+        for model, keys in (data.get("models") or {}).items():
+            out["models"].setdefault(model, keys)
+    return out
+
+
+def burnable_kinds() -> list[str]:
+    """The board kinds burn-in serves: those whose driver gives burn-in levels."""
+    return list(driver_defaults()["levels"])
+
+
 def burnin_workload(kind: str) -> str:
-    """The engine's workload for a board kind (a kind a driver brings is its own)."""
+    """The name a board kind's runs are stored under (:data:`BURNIN_WORKLOADS`; a kind a driver brings: its own)."""
     return BURNIN_WORKLOADS.get(kind, kind)
 
 
@@ -76,21 +118,23 @@ def burnin_kind(spelling: str) -> str:
     """The board kind a burn-in selection means: a board kind, or an older spelling (``--mncore``) of one.
 
     Raises:
-        InputError: not a board kind of the vocabulary, or one without a burn-in.
+        InputError: not a board kind of the vocabulary, or one without a burn-in (no driver gives it levels).
     """
     kind = OLD_SPELLINGS.get(spelling, spelling)
     known = board_kinds()
+    burnable = burnable_kinds()
     if kind not in known:
-        burnable = [k for k in known if k not in BOARD_KIND_NAMES or k in BURNIN_WORKLOADS]
-        raise InputError(f"{spelling!r} is not a board kind: use {', '.join(burnable)}", field="--kind")
-    if kind in BOARD_KIND_NAMES and kind not in BURNIN_WORKLOADS:
-        raise InputError(f"{kind} ({BOARD_KIND_NAMES[kind]}): no burn-in for this kind; burn-in serves {', '.join(BURNIN_WORKLOADS)}",
+        raise InputError(f"{spelling!r} is not a board kind: use {', '.join(burnable) or 'none (no accelerator driver installed)'}",
+                         field="--kind")  # fmt: skip
+    if kind not in burnable:
+        about = f" ({BOARD_KIND_NAMES[kind]})" if kind in BOARD_KIND_NAMES else ""
+        raise InputError(f"{kind}{about}: no burn-in for this kind; burn-in serves {', '.join(burnable) or 'none'}",
                          field="--kind")  # fmt: skip
     return kind
 
 
 def board_kind_of_run(stored: str) -> str:
-    """The board kind a stored run's ``kind`` stands for (runs keep the engine's workload: ``mncore`` is mncore2's)."""
+    """The board kind a stored run's ``kind`` stands for (``mncore`` is mncore2's; any other: itself)."""
     boards = WORKLOAD_BOARDS.get(stored) or ()
     return boards[0] if len(boards) == 1 else stored
 
@@ -192,12 +236,23 @@ class Criteria(_Model):
                          f"PCIe link{at}: Gen{gen} x{width} of Gen{max_gen} x{max_width}",
                          {"link_gen": gen, "link_width": width, "max_link_gen": max_gen, "max_link_width": max_width})  # fmt: skip
 
-    def judge_xid(self, code: int | None, line: str) -> Judgement:
-        """An Xid in the kernel log: one of ``xid_critical`` (or one whose number cannot be read) is ``severity.xid``,
-        the others ``severity.xid_other``."""
-        critical = code is None or self.xid_critical is None or code in self.xid_critical
-        criterion = "xid" if critical else "xid_other"
+    def judge_xid(self, code: int | None, line: str, critical: bool | None = None) -> Judgement:
+        """An event in the kernel log (an NVIDIA Xid, a driver's RAS event): critical (``severity.xid``) when its code is
+        one of ``xid_critical``; without that list, when the driver says so (``critical``) or says nothing; one whose
+        code cannot be read always. Any other: ``severity.xid_other``. (The criteria keys keep the names they were
+        given for Xids, the first such events; they judge any kind's.)"""
+        if code is None:
+            judged_critical = True
+        elif self.xid_critical is not None:
+            judged_critical = code in self.xid_critical
+        else:
+            judged_critical = critical is not False
+        criterion = "xid" if judged_critical else "xid_other"
         return Judgement(criterion, self.severity_of(criterion), f"kernel: {line.strip()[:200]}", {"xid": code, "line": line.strip()})
+
+    def judge_event(self, event: BoardEvent) -> Judgement:
+        """A board event as :meth:`judge_xid` judges it (its message is the line)."""
+        return self.judge_xid(event.code, event.message, event.critical)
 
 
 class CriteriaFile(_Model):
@@ -286,8 +341,12 @@ def load(path: str | os.PathLike[str] | None = None) -> CriteriaFile:
         if unknown:
             raise InputError(f"{file}: {section}.{unknown[0]}: not a board kind (the board kinds: {', '.join(known)})",
                              field="--criteria")  # fmt: skip
-    if file != DEFAULT_FILE:  # a site's copy: keys it leaves out keep the bundled values
-        base = _upgrade_file(DEFAULT_FILE, yaml.safe_load(DEFAULT_FILE.read_text()))
+    # The drivers' defaults, the bundled file's keys on them, then (a site's copy) its keys: a key left out keeps the
+    # value below it.
+    layers = [driver_defaults()]
+    if file != DEFAULT_FILE:
+        layers.append(_upgrade_file(DEFAULT_FILE, yaml.safe_load(DEFAULT_FILE.read_text()) or {}))
+    for base in reversed(layers):
         for key in ("levels", "kinds", "models"):
             merged = dict(base.get(key) or {})
             for k, v in (data.get(key) or {}).items():

@@ -216,13 +216,14 @@ def plan(conn: Any, *, kind: str, targets: list[str], level: str, duration: floa
     from fleetctl.store import tables as T
     from fleetctl.targets import resolve, resolve_hosts
 
-    if kind not in BOARD_KINDS:
-        raise InputError(f"burn-in of {kind!r} boards: give --mncore or --gpu", field="--mncore/--gpu")
+    board_kinds = BOARD_KINDS.get(kind, (kind,))  # the run's name, or the board kind itself (any a driver serves)
+    if not any(k in criteria.levels for k in board_kinds):
+        raise InputError(f"burn-in of {kind!r} boards: no burn-in for this kind (burn-in serves {', '.join(criteria.levels) or 'none'})",
+                         field="--kind")  # fmt: skip
     lv = criteria.level(kind, level)
     seconds = float(duration) if duration is not None else lv.seconds
     if not seconds > 0 or seconds == float("inf"):
         raise InputError(f"--duration must be a number of seconds > 0, not {duration}", field="--duration")
-    board_kinds = BOARD_KINDS[kind]
     named = bool(targets)
     refs = resolve(conn, targets or ["all"])
     rows = {r.name: r for r in conn.execute(
@@ -230,7 +231,7 @@ def plan(conn: Any, *, kind: str, targets: list[str], level: str, duration: floa
         .join(T.hardware_model, T.hardware_model.c.id == T.server.c.model_id)
         .where(T.server.c.name.in_([r.name for r in refs])))}  # fmt: skip
     carrying = [r for r in refs if rows[r.name].board_kind in board_kinds]
-    what = "MN-Core" if kind == "mncore" else "GPU"
+    what = "/".join(board_kinds)
     if not carrying:
         raise InputError(f"no server {'among ' + ' '.join(targets) + ' ' if named else 'in this fleet '}carries {what} boards",
                          field="TARGET")  # fmt: skip
@@ -271,7 +272,7 @@ def plan(conn: Any, *, kind: str, targets: list[str], level: str, duration: floa
             raise InputError(f"{r.name}: the site's SSH key {h.target.key_file} does not exist", field="ssh_key")
         lvl = criteria.level(kind, level)
         job = HostJob(server=r.name, target=h.target, hostvars=dict(h.hostvars), kind=kind, boards=boards[r.name], model=h.model,
-                      seconds=seconds, dcgm_level=lvl.dcgm_level if kind == "gpu" else None,
+                      seconds=seconds, dcgm_level=lvl.dcgm_level,
                       grace=grace if grace is not None else max(30.0, seconds * 0.25),
                       interval=interval if interval is not None else max(1.0, min(30.0, seconds / 20)), force=force,
                       board_kind=h.board_kind or "")  # fmt: skip

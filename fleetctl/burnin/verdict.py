@@ -86,13 +86,16 @@ def evaluate(obs: BoardObservation, crit: Criteria) -> BoardVerdict:
         add("checksum", "; ".join(what), **{k: v for k, v in obs.evidence.items() if k == "result"})
     for x in obs.xids:
         judged(crit.judge_xid(xid_code(x), x))
+    for ev in obs.events:  # the typed form: the driver's code and word, judged by the same rule
+        judged(crit.judge_event(ev))
     for d in obs.diag:
         if d.get("setup_error"):
             continue  # a setup error is the server's, not this board's (engine reports it)
+        tool = d.get("tool") or "diagnostic"  # the driver names its diagnostic tool
         if d.get("status") == "Fail":
-            add("diag_fail", f"dcgmi diag {d.get('test')}: {d.get('message') or 'failed'}", diag=d)
+            add("diag_fail", f"{tool} {d.get('test')}: {d.get('message') or 'failed'}", diag=d)
         elif d.get("status") == "Warn":
-            add("diag_warn", f"dcgmi diag {d.get('test')}: {d.get('message') or 'warning'}", diag=d)
+            add("diag_warn", f"{tool} {d.get('test')}: {d.get('message') or 'warning'}", diag=d)
     new = {k: obs.errors_after.get(k, 0) - obs.errors_before.get(k, 0) for k in obs.errors_after if k in obs.errors_before}
     bad = {k: v for k, v in new.items() if v > 0 and not k.startswith("corrected")}
     if bad:

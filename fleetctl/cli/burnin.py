@@ -39,11 +39,15 @@ def run(
         list[str] | None, typer.Argument(help="Servers, racks, selectors, or all; default: every server that is due.")
     ] = None,
     kind: Annotated[
-        str | None, typer.Option("--kind", help="The board kind to burn in, as the inventory names it: mncore2 or gpu.")
+        str | None,
+        typer.Option("--kind", help="The board kind to burn in, as the inventory names it: mncore2, gpu, or any an accelerator "
+                     "driver serves."),  # fmt: skip
     ] = None,
     mncore: Annotated[bool, typer.Option("--mncore", help="The older spelling of --kind mncore2 (MN-Core 2 boards).")] = False,
     gpu: Annotated[bool, typer.Option("--gpu", help="The older spelling of --kind gpu.")] = False,
-    level: Annotated[str, typer.Option(help="quick, standard or extended (lengths and DCGM levels: criteria.yaml).")] = "standard",
+    level: Annotated[
+        str, typer.Option(help="quick, standard or extended (each kind's lengths: its driver's criteria, or --criteria).")
+    ] = "standard",
     duration: Annotated[
         float | None, typer.Option(help="Seconds of workload, instead of the level's.", callback=finite(0, above=True))
     ] = None,
@@ -59,7 +63,7 @@ def run(
         typer.Option(help="Seconds past the workload's length before it counts as hung (default: 25%, >= 30 s).", callback=finite(0)),
     ] = None,
     criteria_file: Annotated[
-        Path | None, typer.Option("--criteria", help="Criteria and levels (default: the bundled criteria.yaml).")
+        Path | None, typer.Option("--criteria", help="Criteria and levels laid over the drivers' defaults (see criteria.yaml).")
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be burned in, touch nothing.")] = False,
     output: OutputOpt = Format.table,

@@ -5,9 +5,11 @@ one SSH session (``fleetctl.hostio``) in which the accelerator driver that
 serves the server's board kind (``fleetctl.plugins.accel_driver``, found
 through the ``fleetctl.accel`` entry points) reads the boards and their
 counters with the tools the inventory's host variables name (the playbooks
-read the same ones). The driver gives its parts by the names the host checks
-read (``fleetctl.sweep.host_checks``): the board listing and device nodes of
-one kind, the GPUs' counters and the kernel's Xid lines of another.
+read the same ones). The driver gives vendor-neutral readings
+(:class:`~fleetctl.interfaces.accel.AccelReading`): the boards its tool lists
+with their counters, the device nodes present (for a kind that has them), the
+events the host logged about its boards. The host checks
+(``fleetctl.sweep.host_checks``) judge only those, whatever the kind.
 
 A host that does not answer, or a tool whose output cannot be read, is that
 part's finding; nothing here raises for one host.
@@ -16,9 +18,9 @@ part's finding; nothing here raises for one host.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from fleetctl import hostio
+from fleetctl.interfaces.accel import BoardEvent, BoardReading
 from fleetctl.interfaces.host import HostRef
 
 #: Lifecycle states in which the installed OS should answer over SSH.
@@ -30,14 +32,11 @@ class HostReading:
     """What the host said; a part is None when it could not be read (``errors`` says why)."""
 
     error: str | None = None  # the host did not answer (no part read)
-    mncore: list[Any] | None = None  # the board listing (the driver's typed devices)
-    device_nodes: list[str] | None = None
-    gpus: list[Any] | None = None  # the GPUs' counters (the driver's typed readings)
-    xids: list[Any] | None = None  # kernel events
+    boards: list[BoardReading] | None = None  # what the host tool lists (AccelReading.boards)
+    tool: str = ""  # that tool, for findings
+    device_nodes: list[str] | None = None  # None: not read, or the kind has none
+    events: list[BoardEvent] | None = None  # what the host logged about its boards
     errors: dict[str, str] = field(default_factory=dict)
-
-
-_PARTS = ("mncore", "device_nodes", "gpus", "xids")
 
 
 async def read_host(ref: HostRef, *, timeout: float = 20.0) -> HostReading:
@@ -55,9 +54,7 @@ async def read_host(ref: HostRef, *, timeout: float = 20.0) -> HostReading:
         return r
     if got is None:
         return r
-    for part, value in got.parts.items():
-        if part in _PARTS:
-            setattr(r, part, value)
+    r.boards, r.tool, r.device_nodes, r.events = got.boards, got.tool, got.device_nodes, got.events
     r.errors.update(got.errors)
     return r
 

@@ -1,18 +1,24 @@
 """The host checks (``sweep --level host``): accelerators as the OS sees them.
 
 They read ``reading.host`` (:class:`~fleetctl.sweep.host.HostReading`), set
-only for servers whose OS should answer; without it they say nothing.
+only for servers whose OS should answer; without it they say nothing. What
+they judge is vendor-neutral (:class:`~fleetctl.interfaces.accel.BoardReading`,
+:class:`~fleetctl.interfaces.accel.BoardEvent`), given by the driver of the
+server's board kind, so a kind a new driver brings is judged with no edit
+here; findings name the tool the driver says listed the boards. (The check
+names ``gpu.*`` are kept as they were first published: they judge any kind's
+boards.)
 
 A reading burn-in also judges (retired pages, pages pending retirement,
 uncorrected ECC errors, temperature, the PCIe link, Xids) is judged by the
 same rule on the same criteria: ``fleetctl.burnin.criteria`` (``judge_*``)
 over ``criteria.yaml`` or the site's copy (``$FLEETCTL_BURNIN_CRITERIA``), for
-the server's board kind and hardware model. A rule's fail is critical here,
-its degraded a warning, its note nothing. With the bundled file: 63 or more
-retired pages, or an uncorrected ECC error, is critical (DOMAIN.md); 85 C or
-more a warning, 100 C or more critical; a GPU's link narrower than it can be
-critical; Xid 79 (fallen off the bus) and the memory Xids critical, any other
-Xid a warning.
+the server's board kind and hardware model (the kind's driver ships the
+defaults). A rule's fail is critical here, its degraded a warning, its note
+nothing. With the GPU driver's defaults: 63 or more retired pages, or an
+uncorrected ECC error, is critical (DOMAIN.md); 85 C or more a warning,
+100 C or more critical; a link narrower than it can be critical; Xid 79
+(fallen off the bus) and the memory Xids critical, any other Xid a warning.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from fleetctl.burnin.criteria import Criteria, Judgement, current
+from fleetctl.interfaces.accel import BoardEvent, BoardReading
 from fleetctl.sweep.collect import ServerExpect, ServerReading
+from fleetctl.sweep.host import HostReading
 from fleetctl.sweep.model import Problem, Status, problem
 from fleetctl.sweep.registry import check
 
@@ -66,10 +74,14 @@ def host_reachable(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
         yield problem(U, f"{part} could not be read: {why}", part)
 
 
-@check("accel.host_boards", kind="server", severity=C, reads=("gpfn3-smi list", "/dev/mnc2p*", "nvidia-smi --query-gpu"),
+def _tool(h: HostReading) -> str:
+    return h.tool or "the host tool"
+
+
+@check("accel.host_boards", kind="server", severity=C, reads=("the board kind's tool listing", "the boards' device nodes"),
        level="host")  # fmt: skip
 def host_boards(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
-    """The OS sees every board the model holds (tool listing and device nodes)."""
+    """The OS sees every board the model holds (the tool's listing, and the device nodes of a kind that has them)."""
     h = r.host
     if h is None or h.error or not e.board_count:
         return
@@ -78,76 +90,75 @@ def host_boards(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     status = STATUS_OF.get(criteria_of(e).severity_of("missing"))
     if status is None:
         return
-    if h.mncore is not None and len(h.mncore) < want:
-        yield problem(status, f"gpfn3-smi lists {len(h.mncore)} of {want} boards", "gpfn3-smi", listed=[d.name for d in h.mncore])
-    if h.device_nodes is not None and e.board_kind in ("mncore2", "mncore") and len(h.device_nodes) < want:
+    if h.boards is not None and len(h.boards) < want:
+        yield problem(status, f"{_tool(h)} lists {len(h.boards)} of {want} boards", _tool(h), listed=[b.device for b in h.boards],
+                      serials=[b.serial for b in h.boards])  # fmt: skip
+    if h.device_nodes is not None and len(h.device_nodes) < want:  # only a driver whose kind has device nodes reads them
         yield problem(status, f"{len(h.device_nodes)} of {want} device nodes present", "device nodes", nodes=h.device_nodes)
-    if h.gpus is not None and len(h.gpus) < want:
-        yield problem(status, f"nvidia-smi lists {len(h.gpus)} of {want} GPUs", "nvidia-smi", serials=[g.serial for g in h.gpus])
 
 
-def _gpu(g: object) -> str:
-    return f"GPU {getattr(g, 'index', '?')}"
+def _board(b: BoardReading) -> str:
+    return f"{b.device} ({b.serial})" if b.serial else b.device
 
 
-@check("gpu.memory", kind="server", severity=C, reads=("nvidia-smi --query-gpu ecc.errors, retired_pages",), level="host")
+@check("gpu.memory", kind="server", severity=C, reads=("each board's retired pages and ECC counters",), level="host")
 def gpu_memory(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
-    """Retired pages, uncorrected ECC errors and pages pending retirement, by burn-in's criteria (one finding per GPU)."""
+    """Retired pages, uncorrected ECC errors and pages pending retirement, by burn-in's criteria (one finding per board)."""
     h = r.host
-    if h is None or not h.gpus:
+    if h is None or not h.boards:
         return
     crit = criteria_of(e)
-    for g in h.gpus:
-        single, double = g.retired_pages_single_bit, g.retired_pages_double_bit
-        retired = None if single is None and double is None else (single or 0) + (double or 0)  # as burn-in counts them
-        status, found = _worst([crit.judge_retired_pages(retired), crit.judge_uncorrected_errors(g.ecc_uncorrected_volatile_total),
-                                crit.judge_retired_pending(g.retired_pages_pending)])  # fmt: skip
+    for b in h.boards:
+        status, found = _worst([crit.judge_retired_pages(b.retired_pages), crit.judge_uncorrected_errors(b.ecc_uncorrected),
+                                crit.judge_retired_pending(b.retired_pages_pending)])  # fmt: skip
         if status is not None:
-            yield problem(status, f"{_gpu(g)} ({g.serial}): " + "; ".join(j.message for j in found), _gpu(g),
-                          **_evidence(found, serial=g.serial, retired=retired, retired_double_bit=double))  # fmt: skip
+            yield problem(status, f"{_board(b)}: " + "; ".join(j.message for j in found), b.device,
+                          **_evidence(found, serial=b.serial, retired=b.retired_pages, **b.extra))  # fmt: skip
 
 
-@check("gpu.temperature", kind="server", severity=C, reads=("nvidia-smi --query-gpu temperature.gpu",), level="host")
+@check("gpu.temperature", kind="server", severity=C, reads=("each board's temperature",), level="host")
 def gpu_temperature(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
-    """Each GPU below burn-in's temperature limits (bundled: a warning at 85 C, critical at 100 C)."""
+    """Each board below burn-in's temperature limits (GPUs: a warning at 85 C, critical at 100 C)."""
     h = r.host
-    if h is None or not h.gpus:
+    if h is None or not h.boards:
         return
     crit = criteria_of(e)
-    for g in h.gpus:
-        status, found = _worst([crit.judge_temperature(g.temperature_gpu_c)])
+    for b in h.boards:
+        status, found = _worst([crit.judge_temperature(b.temp_c)])
         if status is not None:
-            yield problem(status, f"{_gpu(g)} ({g.serial}) at {g.temperature_gpu_c:g} C: {found[0].message}", _gpu(g),
-                          **_evidence(found, temperature_c=g.temperature_gpu_c))  # fmt: skip
+            yield problem(status, f"{_board(b)} at {b.temp_c:g} C: {found[0].message}", b.device,
+                          **_evidence(found, temperature_c=b.temp_c))  # fmt: skip
 
 
-@check("gpu.pcie", kind="server", severity=C, reads=("nvidia-smi --query-gpu pcie.link.*",), level="host")
+@check("gpu.pcie", kind="server", severity=C, reads=("each board's PCIe link, now and at most",), level="host")
 def gpu_pcie(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
-    """Each GPU's link at its capability, as the OS sees it (for GPUs its width: an idle GPU lowers its generation)."""
+    """Each board's link at its capability, as the OS sees it (where the criteria say so, its width only: an idle GPU
+    lowers its generation)."""
     h = r.host
-    if h is None or not h.gpus:
+    if h is None or not h.boards:
         return
     crit = criteria_of(e)
-    for g in h.gpus:
-        status, found = _worst([crit.judge_link(g.pcie_link_gen_current, g.pcie_link_gen_max, g.pcie_link_width_current,
-                                                g.pcie_link_width_max)])  # fmt: skip
+    for b in h.boards:
+        status, found = _worst([crit.judge_link(b.link_gen, b.link_gen_max, b.link_width, b.link_width_max)])
         if status is not None:
-            yield problem(status, f"{_gpu(g)} ({g.serial}) {found[0].message}", _gpu(g), **_evidence(found))
+            yield problem(status, f"{_board(b)} {found[0].message}", b.device, **_evidence(found))
 
 
-@check("gpu.xid", kind="server", severity=C, reads=("dmesg (NVRM: Xid)",), level="host")
+@check("gpu.xid", kind="server", severity=C, reads=("the kernel's events about the boards (NVIDIA: Xid lines)",), level="host")
 def gpu_xid(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
-    """No Xid in the kernel log (burn-in's ``xid_critical``: 79 fell off the bus, the memory Xids ...: critical; others: a warning)."""
+    """No event about a board in the kernel log (burn-in's ``xid``/``xid_other``: codes of ``xid_critical``, or those the
+    driver calls critical, are critical; others a warning). One finding per board the events name."""
     h = r.host
-    if h is None or not h.xids:
+    if h is None or not h.events:
         return
     crit = criteria_of(e)
-    by_pci: dict[str, list[Any]] = {}
-    for x in h.xids:
-        by_pci.setdefault(x.pci, []).append(x)
-    for pci, xs in sorted(by_pci.items()):
-        codes = sorted({x.xid for x in xs})
-        status, found = _worst([crit.judge_xid(code, f"Xid {code}") for code in codes])
+    by_board: dict[str, list[BoardEvent]] = {}
+    for ev in h.events:
+        by_board.setdefault(ev.where, []).append(ev)
+    for where, evs in sorted(by_board.items()):
+        judged = [crit.judge_event(ev) for ev in evs]
+        status, found = _worst(list(judged))
         if status is not None:
-            yield problem(status, f"Xid {', '.join(map(str, codes))} on {pci}: {xs[-1].message}", pci, xids=codes,
-                          criteria=sorted({j.criterion for j in found}))  # fmt: skip
+            codes = sorted({ev.code for ev in evs if ev.code is not None})
+            yield problem(status, f"{len(evs)} event{'s' if len(evs) > 1 else ''} on {where or 'the host'}: {evs[-1].message}",
+                          where or "host", xids=codes, criteria=sorted({j.criterion for j in found}))  # fmt: skip

@@ -233,7 +233,7 @@ def test_host_sweep_reads_within_bounds_and_names_the_host() -> None:
     async def scenario() -> None:
         with peak() as got:
             r = await sweep_host.read_host(HostRef(host.endpoint(), {}, "gpu"), timeout=60)
-        assert r.error is None and r.gpus is None and r.xids is None
+        assert r.error is None and r.boards is None and r.events is None
         assert r.errors["nvidia-smi"].startswith("gpu-07: `nvidia-smi --query-gpu=index,serial")
         assert f"printed more than {nvidia.MAX_TOOL_BYTES} bytes" in r.errors["nvidia-smi"]
         assert r.errors["dmesg"].startswith(f"gpu-07: `dmesg`: printed more than {nvidia.MAX_DMESG_BYTES} bytes")

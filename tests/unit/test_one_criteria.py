@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleetctl_drivers.accel.nvidia import GpuQuery, XidEvent, parse_query_gpu_csv
+from fleetctl_drivers.accel.nvidia import GpuQuery, XidEvent, board_event, board_reading, parse_query_gpu_csv
 
 from fleetctl.burnin import criteria as crit
 from fleetctl.burnin.verdict import BoardObservation, evaluate
@@ -44,7 +44,7 @@ def gpu_query(r: dict[str, Any]) -> GpuQuery:
 def sweep_judges(r: dict[str, Any], *, model: str = "gpu-8x-a100", criteria: Any = None) -> str | None:
     """The worst status the sweep's GPU host checks give this reading (None: no finding)."""
     xids = [XidEvent(line=1, pci="0000:3b:00", xid=r["xid"], message="x")] if r["xid"] is not None else []
-    got = ServerReading(host=HostReading(gpus=[gpu_query(r)], xids=xids))
+    got = ServerReading(host=HostReading(boards=[board_reading(gpu_query(r))], tool="nvidia-smi", events=[board_event(x) for x in xids]))
     e = ServerExpect("gpu-01", "S", model, "site", "rack", 1, board_kind="gpu", board_count=1, criteria=criteria)
     statuses = [p.status.value for fn in (host_checks.gpu_memory, host_checks.gpu_temperature, host_checks.gpu_pcie,
                                           host_checks.gpu_xid) for p in fn(got, e)]  # fmt: skip
@@ -171,7 +171,9 @@ def test_board_kinds_are_the_inventorys_everywhere() -> None:
     from fleetctl.inventory.schema import BoardKind
 
     assert set(crit.BOARD_KIND_NAMES) == set(BoardKind.__args__)  # the site files' and the store's kinds
-    assert set(crit.load().kinds) <= set(crit.BOARD_KIND_NAMES) and set(crit.load().levels) == set(crit.BURNIN_WORKLOADS)
+    # the defaults are the drivers': MN-Core 2 and GPUs have a burn-in, first-generation MN-Core boards none
+    assert set(crit.load().kinds) <= set(crit.BOARD_KIND_NAMES) and set(crit.load().levels) == {"mncore2", "gpu"}
+    assert crit.burnable_kinds() == ["gpu", "mncore2"]
     assert [crit.burnin_kind(s) for s in ("mncore2", "gpu", "--mncore", "--gpu")] == ["mncore2", "gpu", "mncore2", "gpu"]
     # --mncore always ran the MN-Core 2 workload; first-generation boards are refused by name, not burned in with MN-Core 2 tools
     assert crit.BOARD_KINDS["mncore"] == ("mncore2",)

@@ -35,6 +35,7 @@ from fleetctl.interfaces.accel import (
     AccelDriver,
     AccelReading,
     BoardObservation,
+    BoardReading,
     BurninContext,
     InvBoard,
     Sampler,
@@ -393,13 +394,19 @@ class MnCoreStages(AccelBurnin):
                 o.lost = f"{dev}: no result from the workload" + (f" ({about})" if about else "")
 
 
+def board_reading(d: MnCoreDevice) -> BoardReading:
+    """A board of ``gpfn3-smi list`` as the core judges boards: its name and slot (the listing says nothing more)."""
+    return BoardReading(device=d.name, slot=d.slot, extra={"pci_bus": d.pci_bus, "device_node": d.device_node})
+
+
 class MnCoreDriver(AccelDriver):
     """MN-Core boards (``mncore2``, ``mncore``): ``gpfn3-smi``, the device nodes, sysfs and the exclusive-use folder."""
 
     kinds = ("mncore2", "mncore")
+    criteria_file = Path(__file__).with_name("mncore.criteria.yaml")
 
     async def read(self, host: HostSession, hostvars: Mapping[str, Any], *, timeout: float) -> AccelReading:
-        """``gpfn3-smi list`` (part ``mncore``) and the device nodes present (part ``device_nodes``), each on its own."""
+        """``gpfn3-smi list`` (the boards) and the device nodes present, each on its own (the listing gives no counters)."""
         name = host.target.name
         cfg = mncore_config()  # the same tool and device folder as burn-in (a site's copy of mncore.yaml included)
         smi = str(hostvars.get("fleetctl_smi_cmd") or cfg.smi)
@@ -413,8 +420,11 @@ class MnCoreDriver(AccelDriver):
         async def smi_list() -> list[MnCoreDevice]:
             return parse_gpfn3_list(await _tool(host, [smi, "list"], timeout))
 
-        r.parts["mncore"], r.parts["device_nodes"] = await asyncio.gather(_part(r, name, "gpfn3-smi", smi_list()),
-                                                                          _part(r, name, "device nodes", nodes()))  # fmt: skip
+        listed: list[MnCoreDevice] | None
+        listed, r.device_nodes = await asyncio.gather(_part(r, name, "gpfn3-smi", smi_list()),
+                                                      _part(r, name, "device nodes", nodes()))  # fmt: skip
+        r.tool = "gpfn3-smi"
+        r.boards = None if listed is None else [board_reading(d) for d in listed]
         return r
 
     def burnin(self, ctx: BurninContext) -> AccelBurnin:

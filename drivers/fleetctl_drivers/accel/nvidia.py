@@ -29,6 +29,7 @@ import time
 import xml.etree.ElementTree as ET
 import xml.parsers.expat as expat
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,7 +39,9 @@ from fleetctl.interfaces.accel import (
     AccelBurnin,
     AccelDriver,
     AccelReading,
+    BoardEvent,
     BoardObservation,
+    BoardReading,
     BurninContext,
     Sampler,
     StageError,
@@ -1189,6 +1192,28 @@ def _gpu_errors(q: GpuQuery) -> dict[str, int]:
     return {k: int(getattr(q, a)) for a, k in _ERROR_KEYS.items() if getattr(q, a) is not None}
 
 
+def board_reading(q: GpuQuery) -> BoardReading:
+    """A GPU's ``--query-gpu`` row as the core judges a board: retired pages are single + double bit (as burn-in counts
+    them, None when nvidia-smi gives neither); the rest of the row stays evidence."""
+    single, double = q.retired_pages_single_bit, q.retired_pages_double_bit
+    retired = None if single is None and double is None else (single or 0) + (double or 0)
+    return BoardReading(device=f"GPU {q.index if q.index is not None else '?'}", serial=q.serial, pci_address=q.pci_bus_id,
+                        model=q.name, temp_c=q.temperature_gpu_c, power_w=q.power_draw_w, retired_pages=retired,
+                        retired_pages_pending=q.retired_pages_pending, ecc_corrected=q.ecc_corrected_volatile_total,
+                        ecc_uncorrected=q.ecc_uncorrected_volatile_total, ecc_corrected_total=q.ecc_corrected_aggregate_total,
+                        ecc_uncorrected_total=q.ecc_uncorrected_aggregate_total, link_gen=q.pcie_link_gen_current,
+                        link_gen_max=q.pcie_link_gen_max, link_width=q.pcie_link_width_current,
+                        link_width_max=q.pcie_link_width_max,
+                        extra={"retired_double_bit": double} if double is not None else {})  # fmt: skip
+
+
+def board_event(x: XidEvent, when: str = "") -> BoardEvent:
+    """An Xid line as a board event: which Xids are critical is the kind's criteria (``xid_critical`` in
+    nvidia.criteria.yaml, NVIDIA's Xid catalogue), so the event leaves ``critical`` unset."""
+    at = f" ({when})" if when else ""
+    return BoardEvent(code=x.xid, message=f"Xid {x.xid}{at}: {x.message}", where=x.pci, when=when)
+
+
 def _bus_of(pci: str) -> str:
     """``00000000:3B:00.0`` and ``0000:3b:00`` -> ``3b``: the bus, how nvidia-smi and the kernel both name it."""
     parts = pci.lower().split(":")
@@ -1337,7 +1362,7 @@ class NvidiaStages(AccelBurnin):
             status = "Fail" if r.status == DiagStatus.FAIL else "Warn"
             for i in ids:
                 if i in obs:
-                    obs[i].diag.append({"test": test, "status": status, "message": msg, "setup_error": r.setup_error,
+                    obs[i].diag.append({"tool": "dcgmi diag", "test": test, "status": status, "message": msg, "setup_error": r.setup_error,
                                         "error_ids": [w.error_id for w in r.warnings]})  # fmt: skip
 
     async def postchecks(self) -> None:
@@ -1362,18 +1387,19 @@ class NvidiaStages(AccelBurnin):
             for x in xid_before + xid_after:
                 if bus and _bus_of(x.pci) == bus:
                     when = "since boot" if (x.pci.lower(), x.xid, x.message) in seen else "during the run"
-                    line = f"Xid {x.xid} ({when}): {x.message}"
-                    if line not in o.xids:
-                        o.xids.append(line)
+                    event = board_event(x, when)
+                    if all(e.message != event.message for e in o.events):
+                        o.events.append(event)
 
 
 class NvidiaDriver(AccelDriver):
     """NVIDIA GPUs (board kind ``gpu``): nvidia-smi, dcgmi, gpu-burn and the kernel's Xid lines."""
 
     kinds = ("gpu",)
+    criteria_file = Path(__file__).with_name("nvidia.criteria.yaml")
 
     async def read(self, host: HostSession, hostvars: Mapping[str, Any], *, timeout: float) -> AccelReading:
-        """``nvidia-smi --query-gpu`` (part ``gpus``) and the kernel's Xid lines (part ``xids``), each on its own."""
+        """``nvidia-smi --query-gpu`` (the boards) and the kernel's Xid lines (the events), each on its own."""
         name = host.target.name
         nvsmi = str(hostvars.get("fleetctl_nvidia_smi_cmd") or "nvidia-smi")
         dmesg = str(hostvars.get("fleetctl_dmesg_cmd") or "dmesg")
@@ -1399,7 +1425,10 @@ class NvidiaDriver(AccelDriver):
         async def xids() -> list[XidEvent]:
             return parse_xid(await tool([dmesg], MAX_DMESG_BYTES))
 
-        r.parts["gpus"], r.parts["xids"] = await asyncio.gather(part("nvidia-smi", gpus()), part("dmesg", xids()))
+        gpus_read, xids_read = await asyncio.gather(part("nvidia-smi", gpus()), part("dmesg", xids()))
+        r.tool = "nvidia-smi"
+        r.boards = None if gpus_read is None else [board_reading(q) for q in gpus_read]
+        r.events = None if xids_read is None else [board_event(x) for x in xids_read]
         return r
 
     def burnin(self, ctx: BurninContext) -> AccelBurnin:

@@ -23,6 +23,7 @@ from fleetctl.interfaces.accel import (
     AccelDriver,
     AccelReading,
     BoardObservation,
+    BoardReading,
     BurninContext,
     BurninJob,
     InvBoard,
@@ -125,7 +126,7 @@ class _Driver(AccelDriver):
 
     async def read(self, host: HostSession, hostvars: Mapping[str, Any], *, timeout: float) -> AccelReading:
         self.calls.append(f"read {host.target.name} {hostvars.get('tool')}")
-        return AccelReading(parts={"mncore": ["board-0"], "not-a-part": 1}, errors={"tool": "why"})
+        return AccelReading(boards=[BoardReading("board-0")], tool="test-smi", device_nodes=["/dev/t0"], errors={"tool": "why"})
 
     def burnin(self, ctx: BurninContext) -> AccelBurnin:
         stages = _Stages(ctx, self.calls, self.present)
@@ -192,7 +193,8 @@ def test_the_sweep_reads_a_host_through_its_kinds_driver(monkeypatch: pytest.Mon
     ref = HostRef(HostTarget(name="x-01", address="127.0.0.1"), {"tool": "/opt/tool"}, "testkind")
     (r,) = asyncio.run(sweep_host.read_hosts({"x-01": ref})).values()
     assert calls == ["read x-01 /opt/tool"]
-    assert (r.error, r.mncore, r.errors) == (None, ["board-0"], {"tool": "why"})  # parts the checks do not read are left out
+    assert (r.error, [b.device for b in r.boards or []], r.tool, r.device_nodes, r.errors) == (
+        None, ["board-0"], "test-smi", ["/dev/t0"], {"tool": "why"})  # fmt: skip
     no_boards = asyncio.run(sweep_host.read_host(HostRef(ref.target, {}, None)))
     assert calls == ["read x-01 /opt/tool"] and no_boards.error is None  # a server without boards: reached, nothing read
 

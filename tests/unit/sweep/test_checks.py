@@ -272,20 +272,20 @@ def host_found(host, board_kind: str = "gpu", count: int = 2) -> set[tuple[str, 
 
 
 def gpu(i: int, **kw):  # type: ignore[no-untyped-def]
-    from fleetctl_drivers.accel.nvidia import GpuQuery
+    from fleetctl_drivers.accel.nvidia import GpuQuery, board_reading
 
     base = dict(line=i + 2, index=i, serial=f"S{i}", temperature_gpu_c=40, ecc_uncorrected_volatile_total=0, retired_pages_single_bit=0,
                 retired_pages_double_bit=0,
                 retired_pages_pending=False, pcie_link_gen_current=5, pcie_link_gen_max=5, pcie_link_width_current=16,
                 pcie_link_width_max=16)  # fmt: skip
     base.update(kw)
-    return GpuQuery(**base)  # type: ignore[arg-type]
+    return board_reading(GpuQuery(**base))  # type: ignore[arg-type]  # the driver's reading the core judges
 
 
 def test_a_healthy_host_has_no_host_finding_and_bmc_level_runs_no_host_check() -> None:
     from fleetctl.sweep.host import HostReading
 
-    assert host_found(HostReading(gpus=[gpu(0), gpu(1)], xids=[])) == set()
+    assert host_found(HostReading(boards=[gpu(0), gpu(1)], tool="nvidia-smi", events=[])) == set()
     r = healthy()
     r.host = HostReading(error="srv: ssh: refused")
     assert not [f for f in _evaluate("server", "srv", r, expect(), "bmc") if f.check.startswith("host.")]
@@ -304,41 +304,41 @@ def test_a_healthy_host_has_no_host_finding_and_bmc_level_runs_no_host_check() -
     ("unparsable", {("host.reachable", "nvidia-smi", "unknown")}),
 ])  # fmt: skip
 def test_each_host_fault_gives_its_finding(host: str, want: set[tuple[str, str, str]]) -> None:
-    from fleetctl_drivers.accel.nvidia import XidEvent
+    from fleetctl_drivers.accel.nvidia import XidEvent, board_event
 
     from fleetctl.sweep.host import HostReading
 
     g = [gpu(0), gpu(1)]
-    xids: list[XidEvent] = []
-    h = HostReading(gpus=g, xids=xids)
+    h = HostReading(boards=g, tool="nvidia-smi", events=[])
     if host == "unreachable":
         h = HostReading(error="srv: ssh root@h:22: Connection refused")
     elif host == "missing":
-        h.gpus = g[:1]
+        h.boards = g[:1]
     elif host == "retired":
-        h.gpus = [gpu(0, retired_pages_single_bit=60, retired_pages_double_bit=4), g[1]]
+        h.boards = [gpu(0, retired_pages_single_bit=60, retired_pages_double_bit=4), g[1]]
     elif host == "ecc":
-        h.gpus = [gpu(0, ecc_uncorrected_volatile_total=3), g[1]]
+        h.boards = [gpu(0, ecc_uncorrected_volatile_total=3), g[1]]
     elif host == "pending":
-        h.gpus = [gpu(0, retired_pages_pending=True), g[1]]
+        h.boards = [gpu(0, retired_pages_pending=True), g[1]]
     elif host == "hot":
-        h.gpus = [g[0], gpu(1, temperature_gpu_c=92)]
+        h.boards = [g[0], gpu(1, temperature_gpu_c=92)]
     elif host == "link":
-        h.gpus = [g[0], gpu(1, pcie_link_gen_current=3, pcie_link_width_current=8)]
+        h.boards = [g[0], gpu(1, pcie_link_gen_current=3, pcie_link_width_current=8)]
     elif host.startswith("xid"):
-        h.xids = [XidEvent(line=1, pci="0000:3b:00", xid=int(host[3:]), message="GPU has fallen off the bus.")]
+        h.events = [board_event(XidEvent(line=1, pci="0000:3b:00", xid=int(host[3:]), message="GPU has fallen off the bus."))]
     elif host == "unparsable":
-        h.gpus, h.errors = None, {"nvidia-smi": "srv: nvidia-smi --query-gpu: line 2: 3 fields, the header has 11"}
+        h.boards, h.errors = None, {"nvidia-smi": "srv: nvidia-smi --query-gpu: line 2: 3 fields, the header has 11"}
     assert host_found(h) == want
 
 
 def test_mncore_boards_missing_on_the_host() -> None:
-    from fleetctl_drivers.accel.mncore import parse_gpfn3_list
+    from fleetctl_drivers.accel.mncore import board_reading, parse_gpfn3_list
 
     from fleetctl.sweep.host import HostReading
 
     listed = parse_gpfn3_list("0: mnc2p27s0\n1: mnc2p43s0\n2: mnc2p59s0\n")
-    h = HostReading(mncore=listed, device_nodes=["/dev/mnc2p27s0", "/dev/mnc2p43s0", "/dev/mnc2p59s0"])
+    nodes = ["/dev/mnc2p27s0", "/dev/mnc2p43s0", "/dev/mnc2p59s0"]
+    h = HostReading(boards=[board_reading(d) for d in listed], tool="gpfn3-smi", device_nodes=nodes)
     want = {("accel.host_boards", "gpfn3-smi", "critical"), ("accel.host_boards", "device nodes", "critical")}
     assert host_found(h, "mncore2", 4) == want
     assert host_found(h, "mncore2", 3) == set()
