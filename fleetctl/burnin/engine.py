@@ -311,7 +311,8 @@ def _run_holder(host: str, pid: int) -> Any:
     return Holder("burnin", host, pid)
 
 
-def _open_run(engine: Any, p: Plan, *, restart: bool, actor: str) -> tuple[int, bool, set[str]]:
+def _open_run(engine: Any, *, kind: str, level: str, seconds: float, selector: str, names: list[str], restart: bool,
+              actor: str) -> tuple[int, bool, set[str]]:  # fmt: skip
     """(run id, resumed, servers already done in it)."""
     from fleetctl.models.base import utcnow
     from fleetctl.store import immediate
@@ -328,10 +329,9 @@ def _open_run(engine: Any, p: Plan, *, restart: bool, actor: str) -> tuple[int, 
         if gone:
             conn.execute(update(T.burnin_run).where(T.burnin_run.c.id.in_(gone), T.burnin_run.c.state == "running")
                          .values(state="interrupted"))  # fmt: skip
-        last = conn.execute(select(T.burnin_run).where(T.burnin_run.c.kind == p.kind, T.burnin_run.c.state == "interrupted")
+        last = conn.execute(select(T.burnin_run).where(T.burnin_run.c.kind == kind, T.burnin_run.c.state == "interrupted")
                             .order_by(T.burnin_run.c.id.desc()).limit(1)).first()  # fmt: skip
-        names = [s.name for s in p.servers]
-        if last is not None and not restart and last.level == p.level and abs(last.duration_s - p.seconds) < 1e-6:
+        if last is not None and not restart and last.level == level and abs(last.duration_s - seconds) < 1e-6:
             done = {r.server for r in conn.execute(select(T.burnin_result.c.server).where(
                 T.burnin_result.c.run_id == last.id, T.burnin_result.c.verdict != "error"))}  # fmt: skip
             servers = list(dict.fromkeys([*last.servers, *names]))
@@ -346,7 +346,7 @@ def _open_run(engine: Any, p: Plan, *, restart: bool, actor: str) -> tuple[int, 
         from fleetctl.models import BurninRun
 
         run_id = conn.execute(insert(BurninRun.__table__).values(
-            started_at=utcnow(), state="running", kind=p.kind, level=p.level, duration_s=p.seconds, selector=p.selector, actor=actor,
+            started_at=utcnow(), state="running", kind=kind, level=level, duration_s=seconds, selector=selector, actor=actor,
             host=socket.gethostname(), pid=os.getpid(), servers=names, counts={})).inserted_primary_key[0]  # type: ignore[index]  # fmt: skip
     return int(run_id), False, set()
 
@@ -527,78 +527,91 @@ async def _bmc_watch(servers: list[ServerPlan], done: dict[str, asyncio.Event], 
     await sweep_async("bmc", targets, op, concurrency=max(1, len(targets)))
 
 
-async def burn_server(p: Plan, sp: ServerPlan, *, engine: Any, run_id: int, actor: str, firmware: dict[str, list[Any]],
-                      bmc_samples: dict[str, list[dict[str, Any]]], done: asyncio.Event | None = None,
-                      progress: Progress | None = None) -> ServerDone:  # fmt: skip
+class BmcWatch:
+    """The BMCs of servers burned in together, watched beside their hosts (``async with``): their firmware inventory
+    once, their temperature sensors until each server is done. One watch for a batch: every server of a run in
+    process, the one server of an activity on Temporal."""
+
+    def __init__(self, servers: list[ServerPlan]) -> None:
+        self.servers = servers
+        self.done = {s.name: asyncio.Event() for s in servers}
+        self.firmware: dict[str, list[Any]] = {}
+        self.samples: dict[str, list[dict[str, Any]]] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> BmcWatch:
+        interval = min((s.job.interval for s in self.servers), default=5.0)
+        self.task = asyncio.create_task(_bmc_watch(self.servers, self.done, interval, self.firmware, self.samples, time.monotonic()))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for ev in self.done.values():
+            ev.set()
+        if self.task is None:
+            return
+        try:
+            await asyncio.wait_for(self.task, 30)
+        except (TimeoutError, Exception):  # noqa: BLE001 - the watch is best effort; its end never fails the run
+            self.task.cancel()
+
+
+async def burn_server(criteria: CriteriaFile, sp: ServerPlan, *, engine: Any, run_id: int, actor: str,
+                      watch: BmcWatch | None = None) -> ServerDone:  # fmt: skip
     """One server: the stages on its host, its boards' verdicts, and their record (results, states, RMA, maintenance).
 
-    The one definition of a server's burn-in: the in-process run calls it for
-    each server (:func:`burn_servers`), and so does the Temporal activity
-    (``fleetctl.scaleout.burnin_act``), on a worker of the server's site.
+    The one definition of a server's burn-in: the burn-in workflow's unit
+    (:mod:`fleetctl.burnin.workflow`) calls it, in process or on a worker of
+    the server's site. What this run stored of the server already (a lost
+    attempt's record) stands: a server is never recorded twice.
     """
     from fleetctl.burnin import host
     from fleetctl.models.base import utcnow
 
     started = utcnow()
-    if progress:
-        progress(sp.name, "running", {})
     t = time.monotonic()
     try:
         outcome = await host.burn(sp.job)  # its first stage stops what a killed run (or a lost attempt) left on the host
     except Exception as e:  # noqa: BLE001 - one host's surprise is that server's error, never the run's end
         outcome = host.HostOutcome(error=f"{type(e).__name__}: {e}")
     finally:
-        if done is not None:
-            done.set()
-    br = _judge(p, sp, outcome, firmware.get(sp.name), bmc_samples.get(sp.name, []))
+        if watch is not None and sp.name in watch.done:
+            watch.done[sp.name].set()
+    firmware = watch.firmware.get(sp.name) if watch is not None else None
+    samples = watch.samples.get(sp.name, []) if watch is not None else []
+    br = _judge(criteria, sp, outcome, firmware, samples)
     recorded = await asyncio.to_thread(_record, engine, run_id, sp.name, sp.model, br, actor=actor, started=started)
     earlier = recorded_already(engine, run_id, sp.name, sp.id) if recorded is None else None
     if earlier is not None:  # stored meanwhile by another attempt: what is stored stands, not this pass
-        out = earlier
-        br = earlier.boards
-    else:
-        assert recorded is not None
-        out = ServerDone(sp.name, sp.id, br, recorded[0], recorded[1], outcome.notes, outcome.workload_s, time.monotonic() - t,
-                         outcome.error)  # fmt: skip
-    if progress:
-        progress(sp.name, "done", {"verdict": out.verdict, "boards": {b.device: b.verdict for b in br}, "error": outcome.error})
-    return out
+        return earlier
+    assert recorded is not None
+    return ServerDone(sp.name, sp.id, br, recorded[0], recorded[1], outcome.notes, outcome.workload_s, time.monotonic() - t,
+                      outcome.error)  # fmt: skip
 
 
-async def burn_servers(p: Plan, servers: list[ServerPlan], *, engine: Any, run_id: int, actor: str, concurrency: int = 250,
-                       progress: Progress | None = None) -> list[ServerDone]:  # fmt: skip
-    """:func:`burn_server` for each server, at most ``concurrency`` at once, beside their BMCs' sensors."""
-    gate = asyncio.Semaphore(max(1, concurrency))
-    done = {s.name: asyncio.Event() for s in servers}
-    firmware: dict[str, list[Any]] = {}
-    bmc_samples: dict[str, list[dict[str, Any]]] = {}
-    t0 = time.monotonic()
-    interval = min((s.job.interval for s in servers), default=5.0)
+def open_run(engine: Any, *, kind: str, level: str, seconds: float, selector: str, names: list[str], restart: bool, actor: str,
+             owner: str | None = None, workflow: str | None = None) -> tuple[int, bool, set[str], Any]:  # fmt: skip
+    """The run (new or resumed) and its job: (run id, resumed, servers already done in it, journal).
 
-    async def one(sp: ServerPlan) -> ServerDone:
-        async with gate:
-            return await burn_server(p, sp, engine=engine, run_id=run_id, actor=actor, firmware=firmware, bmc_samples=bmc_samples,
-                                     done=done[sp.name], progress=progress)  # fmt: skip
+    ``owner``: who the job belongs to (the lock holder; default this process). ``workflow``: the Temporal workflow
+    that runs it, which then holds the run too (another process of this host must not take it for a dead one's).
+    """
+    from fleetctl.store import immediate
+    from fleetctl.store import tables as T
+    from fleetctl.workflows.journal import OWNER_ARG, Journal
 
-    watch = asyncio.create_task(_bmc_watch(servers, done, interval, firmware, bmc_samples, t0))
-    try:
-        return list(await asyncio.gather(*(one(s) for s in servers)))
-    finally:
-        for ev in done.values():
-            ev.set()
-        try:
-            await asyncio.wait_for(watch, 30)
-        except (TimeoutError, Exception):  # noqa: BLE001 - the watch is best effort; its end never fails the run
-            watch.cancel()
-
-
-def open_run(engine: Any, p: Plan, *, restart: bool, actor: str, args: dict[str, Any] | None = None) -> tuple[int, bool, set[str], Any]:
-    """The run (new or resumed) and its job: (run id, resumed, servers already done in it, journal). The servers are locked."""
-    from fleetctl.workflows.journal import Journal
-
-    run_id, resumed, done_before = _open_run(engine, p, restart=restart, actor=actor)
-    journal = Journal.open(engine, kind="burnin", target=p.selector, actor=actor,
-                           args={"run": run_id, "kind": p.kind, "level": p.level, "seconds": p.seconds, **(args or {})})  # fmt: skip
+    run_id, resumed, done_before = _open_run(engine, kind=kind, level=level, seconds=seconds, selector=selector, names=names,
+                                             restart=restart, actor=actor)  # fmt: skip
+    args: dict[str, Any] = {"run": run_id, "kind": kind, "level": level, "seconds": seconds}
+    if workflow:
+        args |= {"engine": "temporal", "workflow": workflow}
+    journal = Journal.open(engine, kind="burnin", target=selector, actor=actor, args=args)
+    if owner or workflow:
+        with immediate(engine) as conn:
+            if owner:  # the job is the lock holder's (a workflow's job is never marked interrupted for the worker that opened it)
+                conn.execute(update(T.job).where(T.job.c.id == journal.job_id).values(args={**args, OWNER_ARG: owner}))
+            if workflow:
+                conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == run_id)
+                             .values(host=f"temporal:{workflow}", pid=journal.job_id))  # fmt: skip
     return run_id, resumed, done_before, journal
 
 
@@ -618,51 +631,7 @@ def close_run(engine: Any, run_id: int, journal: Any, steps: list[Any], verdicts
     journal.record(steps, pins={}, state=state, error=error)
 
 
-def run(p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Progress | None = None, url: str | None = None) -> RunResult:
-    """Burn in the plan's servers; results are stored as each server ends.
-
-    Raises:
-        Locked: a server is held by another workflow (nothing was touched).
-    """
-    from fleetctl.inventory.service import actor as whoami
-    from fleetctl.lifecycle.locks import acquire_recovering
-    from fleetctl.store import get_engine
-
-    engine = get_engine(url)
-    actor = whoami()
-    names = [s.name for s in p.servers]
-    t_start = time.monotonic()
-    with acquire_recovering(engine, names, purpose=f"burnin --{p.kind}", reason="burn-in resumes"):
-        run_id, resumed, done_before, journal = open_run(engine, p, restart=restart, actor=actor)
-        results: list[BoardResult] = _stored(engine, run_id, done_before) if done_before else []
-        todo = [s for s in p.servers if s.name not in done_before]
-        for s in p.servers:
-            if s.name in done_before and progress:
-                progress(s.name, "done", {"verdict": worst([b.verdict for b in results if b.server == s.name]), "resumed": True})
-        try:
-            servers = asyncio.run(burn_servers(p, todo, engine=engine, run_id=run_id, actor=actor, concurrency=concurrency,
-                                               progress=progress))  # fmt: skip
-        except BaseException:
-            # Ctrl-C or SIGTERM (`fleetctl jobs cancel`): the job and the run end interrupted now, as a killed run's are
-            # found later (the run left to resume: no counts, no finished_at); the lock is released on the way out.
-            from fleetctl.store import immediate
-            from fleetctl.store import tables as T
-            from fleetctl.workflows.journal import JobState
-
-            journal.finish(JobState.INTERRUPTED, "interrupted")
-            with immediate(engine) as conn:
-                conn.execute(update(T.burnin_run).where(T.burnin_run.c.id == run_id).values(state="interrupted"))
-            raise
-        for d in servers:
-            results.extend(d.boards)
-        close_run(engine, run_id, journal, [d.step() for d in servers], [b.verdict for b in results])
-    sort_results(results, names)
-    return RunResult(run_id, resumed, results, max((d.workload_s for d in servers), default=0.0), time.monotonic() - t_start,
-                     [x for d in servers for x in d.rma], [d.server for d in servers if d.moved],
-                     {d.server: d.notes for d in servers})  # fmt: skip
-
-
-def _judge(p: Plan, sp: ServerPlan, outcome: HostOutcome, firmware: list[Any] | None,
+def _judge(criteria: CriteriaFile, sp: ServerPlan, outcome: HostOutcome, firmware: list[Any] | None,
            bmc_samples: list[dict[str, Any]]) -> list[BoardResult]:  # fmt: skip
     """The boards' verdicts (or the server's error) from what the host and the BMC said."""
     if outcome.error:
@@ -671,7 +640,7 @@ def _judge(p: Plan, sp: ServerPlan, outcome: HostOutcome, firmware: list[Any] | 
         _firmware_drift(firmware, sp.baseline, outcome.observations)
     out = []
     for obs in outcome.observations:
-        crit = p.criteria.for_board(obs.kind, sp.model)
+        crit = criteria.for_board(obs.kind, sp.model)
         v = evaluate(obs, crit)
         v.reasons.extend(Reason("host", "note", n) for n in outcome.notes)  # server-level facts, kept with each board
         telemetry = obs.telemetry + [x for x in bmc_samples if _sensor_slot(str(x.get("sensor", ""))) == obs.slot]
@@ -693,11 +662,11 @@ def exit_code(verdict: str) -> int:
 
 
 __all__ = [
+    "BmcWatch",
     "Plan",
     "RunResult",
     "ServerDone",
     "burn_server",
-    "burn_servers",
     "close_run",
     "counts",
     "exit_code",
@@ -705,7 +674,6 @@ __all__ = [
     "plan",
     "record_error",
     "recorded_already",
-    "run",
     "sort_results",
     "stored_results",
 ]

@@ -78,7 +78,7 @@ def run(
 
     from fleetctl.burnin import criteria as crit
     from fleetctl.burnin.engine import exit_code, plan
-    from fleetctl.burnin.engine import run as run_burnin
+    from fleetctl.burnin.workflow import run as run_burnin
     from fleetctl.cli import state
     from fleetctl.cli.common import conn, fleet_label
     from fleetctl.errors import InputError
@@ -136,18 +136,46 @@ def _check_engine(dry_run: bool) -> None:
 
 
 def _through_temporal(p: Any, address: str, *, restart: bool, concurrency: int, progress: Any) -> Any:
-    """The run as Temporal workflows, followed to its end; Ctrl-C (or SIGTERM) detaches: the run goes on on the workers."""
+    """The run on Temporal (the burn-in workflow's description, run by the workers of each site), followed to its end: the
+    same RunResult as in process. Ctrl-C (or SIGTERM) detaches: the run goes on on the workers."""
+    from fleetctl.burnin.verdict import worst
+    from fleetctl.burnin.workflow import request, result
     from fleetctl.cli.output import console
     from fleetctl.config import temporal_namespace
-    from fleetctl.scaleout import burnin_client
-    from fleetctl.scaleout.client import Detached
+    from fleetctl.inventory.service import actor
+    from fleetctl.scaleout.client import Detached, run_described
+
+    req = request(p, restart=restart, concurrency=concurrency, actor=actor())
+    seen: dict[str, tuple[str, Any]] = {}
+
+    def on_units(rows: list[dict[str, Any]]) -> None:  # the parent's rows, as the in-process run's progress
+        for r in rows:
+            out = r.get("out") or {}
+            key = (r["stage"], out.get("boards"))
+            if progress is None or seen.get(r["key"]) == key:
+                continue
+            seen[r["key"]] = key
+            if r["stage"] == "running":
+                progress(r["key"], "running", {})
+            elif r["stage"] == "done":
+                boards = out.get("boards") or {}
+                progress(r["key"], "done", {"verdict": worst(list(boards.values())) if boards else "error", "boards": boards,
+                                            "error": out.get("error") or r.get("lost")})  # fmt: skip
 
     try:  # (SIGTERM is Ctrl-C, cli.app.main)
-        return burnin_client.run(p, restart=restart, concurrency=concurrency, address=address, namespace=temporal_namespace(),
-                                 progress=progress)  # fmt: skip
+        summary, _run = run_described("burnin", req, address, temporal_namespace(), on_units=on_units,
+                                      resumes="a later `fleetctl burnin` of the same kind, level and duration resumes it")  # fmt: skip
     except Detached as d:
         console(stderr=True).print(d.message("fleetctl burnin show"), highlight=False)
         raise typer.Exit(130) from None
+    out = result(summary, [s.name for s in p.servers])
+    if progress is not None:  # the last states (the poll may have missed the end), and the servers an earlier pass did
+        for name in dict.fromkeys(b.server for b in out.boards):
+            if seen.get(name, ("",))[0] != "done":
+                got = [x for x in out.boards if x.server == name]
+                progress(name, "done", {"verdict": worst([x.verdict for x in got]), "boards": {x.device: x.verdict for x in got},
+                                        "resumed": name in summary.earlier})  # fmt: skip
+    return out
 
 
 def _with_live_table(p: Any, go: Any) -> Any:

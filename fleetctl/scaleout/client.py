@@ -134,14 +134,15 @@ class Followed:
     kind: str
     wid: str = ""
     job: int | None = None
+    workflow_type: str = ""  # the workflow started (default ``fleetctl.<kind>``)
 
     def __post_init__(self) -> None:
         self.wid = self.wid or f"fleetctl-{self.kind}-{uuid.uuid4().hex[:12]}"
 
 
-def follow(run: Followed, req: dict[str, Any], address: str, namespace: str, *,
+def follow(run: Followed, req: Any, address: str, namespace: str, *,
            on_status: Callable[[Any, dict[str, Any]], Awaitable[None]] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Start the parent workflow ``fleetctl.<run.kind>`` with ``req`` and follow it to its end; its result.
+    """Start the parent workflow (``run.workflow_type``, or ``fleetctl.<run.kind>``) with ``req`` and follow it to its end; its result.
 
     Every second the parent's ``status`` query gives the job (``run.job``) and
     goes to ``on_status(client, status)``. A lost connection (the server
@@ -156,7 +157,7 @@ def follow(run: Followed, req: dict[str, Any], address: str, namespace: str, *,
         from temporalio.service import RPCError
 
         client = await connect(address, namespace)
-        handle = await client.start_workflow(f"fleetctl.{run.kind}", req, id=run.wid, task_queue=CONTROL_QUEUE)
+        handle = await client.start_workflow(run.workflow_type or f"fleetctl.{run.kind}", req, id=run.wid, task_queue=CONTROL_QUEUE)
         result = asyncio.ensure_future(handle.result())
         while True:
             await asyncio.wait([result], timeout=1.0)
@@ -179,6 +180,64 @@ def follow(run: Followed, req: dict[str, Any], address: str, namespace: str, *,
         return asyncio.run(go())
     except KeyboardInterrupt:
         raise Detached(run.wid, run.job) from None
+
+
+def described_call(name: str, request: Any) -> Any:
+    """The generic parent workflow's input (``fleetctl.run``): the description's name, its request as JSON values (no secret:
+    the descriptions carry none), the store's URL without its password, the heartbeat of long units."""
+    import os
+
+    from fleetctl.scaleout.activities import store_id
+    from fleetctl.scaleout.run_wf import RunCall
+    from fleetctl.workflows.describe import described, plain
+
+    return RunCall(name, plain(request, described(name).request_type), store_id(database_url()),
+                   float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S))  # fmt: skip
+
+
+def run_described(name: str, request: Any, address: str, namespace: str, *, kind: str | None = None, resumes: str = "",
+                  on_units: Callable[[list[dict[str, Any]]], None] | None = None) -> tuple[Any, Followed]:  # fmt: skip
+    """Run a described workflow (:mod:`fleetctl.workflows.describe`) on Temporal and follow it to its end: (its result, as the
+    description's ``result_type``; the run followed: workflow id, job).
+
+    ``kind`` names the workflow's id (``fleetctl-<kind>-...``; default the description's name); ``on_units(rows)`` gets
+    the units' rows (``key``, ``stage``, ``out`` as JSON values, ``lost``) once a second; ``resumes`` says, when the run is
+    cancelled, what resumes it.
+
+    Raises:
+        Detached: on Ctrl-C (KeyboardInterrupt), which leaves the workflow running.
+        FleetError: open refused (the refusal's own class: Locked, InputError ...; nothing was touched), the workflow was
+            cancelled or failed.
+    """
+    from fleetctl import errors
+    from fleetctl.workflows.describe import described, typed
+
+    desc = described(name)
+    run = Followed(kind or name, workflow_type="fleetctl.run")
+
+    async def status(_client: Any, st: dict[str, Any]) -> None:
+        if on_units is not None:
+            on_units(list(st.get("units") or []))
+
+    try:
+        out = follow(run, described_call(name, request), address, namespace, on_status=status)
+    except Exception as e:
+        from temporalio.client import WorkflowFailureError
+
+        if isinstance(e, WorkflowFailureError):
+            from temporalio.exceptions import CancelledError
+
+            if isinstance(e.cause, CancelledError):  # `fleetctl jobs cancel`: the parent closed the run as interrupted
+                then = f"; {resumes}" if resumes else ""
+                raise FleetError(f"the {name} workflow {run.wid} was cancelled: its run is interrupted{then}") from e
+            raise FleetError(f"the {name} workflow {run.wid} failed: {e.cause or e}") from e
+        raise
+    if out.get("refused"):  # its kind as a value, raised here again as in process (a Locked is exit 2 on both engines)
+        cls = getattr(errors, str(out.get("error") or ""), FleetError)
+        raise (cls if isinstance(cls, type) and issubclass(cls, FleetError) else FleetError)(str(out["refused"]))
+    if out.get("job") is not None:
+        run.job = int(out["job"])
+    return typed(desc.result_type, out["result"]), run
 
 
 def provision_request(names: list[str], options: Any, label: str) -> dict[str, Any]:

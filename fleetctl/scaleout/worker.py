@@ -29,13 +29,12 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
 
     # (the activities import the Temporal SDK, an optional extra: not for a command that never reaches Temporal)
     from fleetctl.scaleout.activities import ProvisionActivities
-    from fleetctl.scaleout.burnin_act import BurninActivities
-    from fleetctl.scaleout.burnin_wf import BurninRun, BurninServer
     from fleetctl.scaleout.firmware_act import FirmwareActivities
     from fleetctl.scaleout.firmware_wf import FirmwareCampaign, FirmwareServer
     from fleetctl.scaleout.preflight_act import preflight
-    from fleetctl.scaleout.sweep import SweepActivities
-    from fleetctl.scaleout.workflows import ProvisionRun, ProvisionServer, SweepRun
+    from fleetctl.scaleout.run_act import RunActivities
+    from fleetctl.scaleout.run_wf import RunUnit, RunWorkflow
+    from fleetctl.scaleout.workflows import ProvisionRun, ProvisionServer
 
     check_store(database_url())
     client = await connect(address, namespace)
@@ -45,14 +44,13 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
         loop.add_signal_handler(sig, stop.set)
     async with FleetSessions() as fleets:
         acts = ProvisionActivities(fleets)
-        sweep = SweepActivities()
-        burnin = BurninActivities()
+        described = RunActivities()  # every described workflow (burn-in, the sweep ...): fleetctl.workflows.describe
         firmware = FirmwareActivities(fleets)
-        site_worker = Worker(client, task_queue=site_queue(site), workflows=[ProvisionServer, FirmwareServer, BurninServer],
-                             activities=[*acts.all(), *sweep.site(), *firmware.site(), preflight, *burnin.site()],
+        site_worker = Worker(client, task_queue=site_queue(site), workflows=[ProvisionServer, FirmwareServer, RunUnit],
+                             activities=[*acts.all(), *firmware.site(), preflight, *described.site()],
                              max_concurrent_activities=activities)  # fmt: skip
-        control = Worker(client, task_queue=CONTROL_QUEUE, workflows=[ProvisionRun, SweepRun, FirmwareCampaign, BurninRun],
-                         activities=[*acts.control(), *sweep.control(), *firmware.control(), *burnin.control()])  # fmt: skip
+        control = Worker(client, task_queue=CONTROL_QUEUE, workflows=[ProvisionRun, FirmwareCampaign, RunWorkflow],
+                         activities=[*acts.control(), *firmware.control(), *described.control()])  # fmt: skip
         tasks = [asyncio.create_task(site_worker.run()), asyncio.create_task(control.run())]
         if ready is not None:
             ready(f"worker for site {site}: task queues {site_queue(site)} and {CONTROL_QUEUE} on {address} (namespace {namespace})")

@@ -157,37 +157,3 @@ class ProvisionRun:
                 raise asyncio.CancelledError from e  # not the child's error: the run's gather then ends as cancelled
             row = {**self.rows[name], "result": "failed", "error": f"internal error: {e.cause or e}"}
         self.rows[name] = row
-
-
-@workflow.defn(name="fleetctl.sweep")
-class SweepRun:
-    """One `fleetctl sweep`'s reading: the targets in shards by site, each shard an activity on a worker of its site."""
-
-    def __init__(self) -> None:
-        self.shards_done = 0
-        self.shards = 0
-
-    @workflow.query(name="status")
-    def status(self) -> dict[str, Any]:
-        return {"shards": self.shards, "done": self.shards_done}
-
-    @workflow.run
-    async def run(self, req: dict[str, Any]) -> dict[str, Any]:
-        shards = await workflow.execute_activity("fleetctl.sweep.plan", req, task_queue=CONTROL_QUEUE,
-                                                 start_to_close_timeout=timedelta(minutes=10), retry_policy=STORE_RETRY)  # fmt: skip
-        self.shards = len(shards)
-        opts = req["options"]
-        heartbeat = timedelta(seconds=float(req.get("heartbeat_s") or 30.0))
-        retry = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=3)
-
-        async def one(shard: dict[str, Any]) -> dict[str, Any]:
-            waves = max(1, -(-len(shard["servers"]) // max(1, int(opts["concurrency"]))))
-            limit = timedelta(seconds=300 + 2 * waves * float(opts["per_target_timeout"]) * 2)
-            out = await workflow.execute_activity(
-                "fleetctl.sweep.shard", {k: req[k] for k in ("run_id", "started", "options")} | shard,
-                task_queue=site_queue(shard["site"]), start_to_close_timeout=limit, heartbeat_timeout=heartbeat,
-                retry_policy=retry, cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)  # fmt: skip
-            self.shards_done += 1
-            return dict(out)
-
-        return {"shards": await settled(*(one(s) for s in shards))}

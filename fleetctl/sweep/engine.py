@@ -125,7 +125,7 @@ def _broken(check: str, e: BaseException) -> Any:
     return problem(Status.UNKNOWN, f"check {check} failed: {type(e).__name__}: {e}", "check", bug=True)
 
 
-class _Recorder:
+class Recorder:
     """Buffers verdicts and writes them with the open-problem picture, cursors and acks, per batch."""
 
     def __init__(self, engine: Any, run_id: int, now: dt.datetime) -> None:
@@ -276,7 +276,7 @@ def run(
     options: SweepOptions | None = None,
     progress: Callable[[int, int, str, str], None] | None = None,
     url: str | None = None,
-    collect: Callable[[_Recorder], Coroutine[Any, Any, None]] | None = None,
+    collect: Callable[[Recorder], Coroutine[Any, Any, None]] | None = None,
 ) -> SweepResult:
     """Sweep the servers (over their BMCs) and switches (over SNMP); journal everything; return the summary.
 
@@ -293,9 +293,9 @@ def run(
             started_at=started, state="running", level=opts.level, selector=selector, actor=actor(), host=socket.gethostname(),
             pid=os.getpid(), servers=len(servers), switches=len(switches), counts={},
         ).returning(T.sweep_run.c.id)).scalar_one()  # fmt: skip
-    rec = _Recorder(engine, run_id, started)
+    rec = Recorder(engine, run_id, started)
     try:
-        asyncio.run(collect(rec) if collect else _sweep(engine, rec, servers, switches, opts, progress))
+        asyncio.run(collect(rec) if collect else sweep_targets(engine, rec, servers, switches, opts, progress))
         rec.flush()
     except BaseException:
         rec.flush()  # what was learned stays; the run is interrupted
@@ -317,12 +317,15 @@ def run(
                        rec.persisting, rec.findings, worst_new, pruned)  # fmt: skip
 
 
-async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list[Any], opts: SweepOptions,
-                 progress: Callable[[int, int, str, str], None] | None) -> None:  # fmt: skip
+async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches: list[Any], opts: SweepOptions,
+                        progress: Callable[[int, int, str, str], None] | None, *, criteria: Any = None) -> None:  # fmt: skip
+    """Read and judge these targets into the run of ``rec``: the whole sweep in process, a shard of it on a Temporal worker
+    (:mod:`fleetctl.sweep.workflow`). ``criteria`` (a ``CriteriaFile``): what the host checks judge the boards by, as
+    the command read it; None: the criteria in force here."""
     with engine.connect() as c:
         cursors = {(r.kind, r.target): r.value for r in c.execute(select(T.sweep_cursor))}
         server_cursors = {k[1]: v for k, v in cursors.items() if k[0] == "server"}
-        sexp = server_expectations(c, [s.name for s in servers], server_cursors, max_skew_s=opts.max_skew_s)
+        sexp = server_expectations(c, [s.name for s in servers], server_cursors, max_skew_s=opts.max_skew_s, criteria=criteria)
         wexp = switch_expectations(c, switches)
     total = len(servers) + len(switches)
     done = 0
@@ -412,4 +415,4 @@ async def _sweep(engine: Any, rec: _Recorder, servers: list[Any], switches: list
         on_poll(0, 0, p)
 
 
-__all__ = ["SweepOptions", "SweepResult", "TargetVerdict", "mark_interrupted", "run"]
+__all__ = ["Recorder", "SweepOptions", "SweepResult", "TargetVerdict", "mark_interrupted", "run", "sweep_targets"]

@@ -1,15 +1,14 @@
-"""The burn-in workflows (``fleetctl.scaleout.burnin_wf``): their pure parts, and the parent and children against a real
-Temporal dev server with stand-in activities.
+"""Burn-in on the generic workflow (``fleetctl.scaleout.run_wf``): its pure parts, and the parent and its units'
+child workflows against a real Temporal dev server with stand-in activities.
 
-What the workflows decide, apart from the burn-in itself: servers an earlier pass stored are not run again; a
-server's activity lost with its worker (here: raising) runs again; one whose every attempt is lost becomes the
-server's error result, which the close activity stores; the close gets every server's journal row and verdict.
+What the workflow decides, apart from the burn-in itself: only the units open gave run (servers an earlier pass
+stored are not among them); a unit lost with its worker (here: raising) runs again; one whose every attempt is
+lost reaches close as ``lost`` (burn-in's close stores it as the server's error); close gets every unit's outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import shutil
 import sys
 import uuid
@@ -22,24 +21,10 @@ pytest.importorskip("temporalio")
 
 from temporalio import activity
 
+from fleetctl.scaleout.run_wf import CloseCall, OpenDone, RunCall, RunUnit, RunWorkflow, UnitCall, UnitOutcome, UnitWork
+
 BIN = Path(sys.executable).parent
 TEMPORAL = shutil.which("temporal") or (str(BIN / "temporal") if (BIN / "temporal").exists() else None)
-
-
-def test_the_status_rows_rank_verdicts_as_the_engine_does() -> None:
-    from fleetctl.burnin.verdict import worst
-    from fleetctl.scaleout.burnin_wf import _worst
-
-    verdicts = ["pass", "degraded", "fail", "error"]
-    for n in range(4):
-        for combo in itertools.combinations_with_replacement(verdicts, n):
-            assert _worst(list(combo)) == worst(list(combo)), combo
-
-
-def test_the_server_activity_has_the_workload_its_grace_and_the_stages_around_it() -> None:
-    from fleetctl.scaleout.burnin_wf import SETUP_S, server_timeout
-
-    assert server_timeout({"seconds": 600, "grace": 150}).total_seconds() == 750 + SETUP_S
 
 
 def test_a_servers_summary_carries_its_journal_row_not_its_evidence() -> None:
@@ -55,33 +40,38 @@ def test_a_servers_summary_carries_its_journal_row_not_its_evidence() -> None:
 
 
 class Stand:
-    """Stand-in activities: an open that found one server done earlier, server activities lost once or always."""
+    """Stand-in activities of the generic workflow: an open whose run found one server done earlier, units lost once
+    or always (raising: as a worker killed mid-unit), a close that keeps what it was given."""
 
     def __init__(self, lose_once: str, lose_always: str) -> None:
         self.lose_once, self.lose_always = lose_once, lose_always
         self.ran: list[tuple[str, int]] = []
-        self.closed: list[dict[str, Any]] = []
+        self.closed: list[Any] = []
 
-    @activity.defn(name="fleetctl.burnin.open")
-    async def open(self, req: dict[str, Any]) -> dict[str, Any]:
-        return {"run": 3, "resumed": True, "job": 11, "owner": "alice:temporal:wf", "locked": req["names"],
-                "stored": {"mn-00": {"mnc2p27s0": "pass"}},
-                "work": [{"server": n, "server_id": i, "site": "tyo1"} for i, n in enumerate(req["names"]) if n != "mn-00"]}  # fmt: skip
+    @activity.defn(name="fleetctl.run.open")
+    async def open(self, call: RunCall) -> OpenDone:
+        names = [s["name"] for s in call.request["servers"]]
+        return OpenDone(run={"run": 3, "earlier": {"mn-00": {"mnc2p27s0": "pass"}}}, job=11, concurrency=2, attempts=3,
+                        units=[UnitWork(n, "tyo1", {"name": n}, 60.0, f"burnin:{n}") for n in names if n != "mn-00"])  # fmt: skip
 
-    @activity.defn(name="fleetctl.burnin.server")
-    async def server(self, req: dict[str, Any]) -> dict[str, Any]:
+    @activity.defn(name="fleetctl.run.unit")
+    async def unit(self, call: UnitCall) -> UnitOutcome:
         from fleetctl.burnin.engine import BoardResult, ServerDone
+        from fleetctl.burnin.workflow import ServerSummary
+        from fleetctl.workflows.describe import plain
 
+        name = call.unit.key
         attempt = activity.info().attempt
-        self.ran.append((req["server"], attempt))
-        if req["server"] == self.lose_always or (req["server"] == self.lose_once and attempt == 1):
+        self.ran.append((name, attempt))
+        if name == self.lose_always or (name == self.lose_once and attempt == 1):
             raise RuntimeError("worker lost")
-        board = BoardResult(req["server"], "S", "mnc2p27s0", 0, "degraded", [], {})
-        return ServerDone(req["server"], int(req["server_id"]), [board], [], False, ["a note"], 2.0, 3.0, None).as_dict()
+        board = BoardResult(name, "S", "mnc2p27s0", 0, "degraded", [], {})
+        return UnitOutcome(name, plain(ServerSummary.of(ServerDone(name, 1, [board], [], False, ["a note"], 2.0, 3.0, None))))
 
-    @activity.defn(name="fleetctl.burnin.close")
-    async def close(self, req: dict[str, Any]) -> None:
-        self.closed.append(req)
+    @activity.defn(name="fleetctl.run.close")
+    async def close(self, call: CloseCall) -> dict[str, Any]:
+        self.closed.append(call)
+        return {"closed": len(call.outcomes)}
 
 
 @pytest.mark.slow
@@ -90,30 +80,31 @@ def test_parent_and_children_with_a_lost_attempt_and_a_server_lost_every_time() 
     from temporalio.testing import WorkflowEnvironment
     from temporalio.worker import Worker
 
-    from fleetctl.scaleout.burnin_wf import BurninRun, BurninServer
     from fleetctl.scaleout.queues import CONTROL_QUEUE, site_queue
 
     stand = Stand(lose_once="mn-01", lose_always="mn-02")
-    req = {"names": ["mn-00", "mn-01", "mn-02"], "kind": "mncore", "level": "quick", "seconds": 2, "grace": 30, "interval": 1,
-           "force": False, "criteria": {}, "selector": "rack-12", "restart": False, "concurrency": 2, "actor": "alice",
-           "store": "postgresql+psycopg://fleet@db/fleet", "heartbeat_s": 5}  # fmt: skip
+    call = RunCall("burnin", {"servers": [{"name": n} for n in ("mn-00", "mn-01", "mn-02")]}, "postgresql+psycopg://fleet@db/fleet", 2.0)
 
-    async def go() -> dict[str, Any]:
+    async def go() -> tuple[dict[str, Any], list[str]]:
         async with await WorkflowEnvironment.start_local(dev_server_existing_path=TEMPORAL) as env:
-            control = Worker(env.client, task_queue=CONTROL_QUEUE, workflows=[BurninRun], activities=[stand.open, stand.close])
-            site = Worker(env.client, task_queue=site_queue("tyo1"), workflows=[BurninServer], activities=[stand.server])
+            control = Worker(env.client, task_queue=CONTROL_QUEUE, workflows=[RunWorkflow], activities=[stand.open, stand.close])
+            site = Worker(env.client, task_queue=site_queue("tyo1"), workflows=[RunUnit], activities=[stand.unit])
             async with control, site:
-                return dict(await env.client.execute_workflow("fleetctl.burnin", req, id=f"fleetctl-burnin-{uuid.uuid4().hex[:6]}",
-                                                              task_queue=CONTROL_QUEUE))  # fmt: skip
+                out = dict(await env.client.execute_workflow("fleetctl.run", call, id=f"fleetctl-burnin-{uuid.uuid4().hex[:6]}",
+                                                             task_queue=CONTROL_QUEUE))  # fmt: skip
+                ids = [wf.id async for wf in env.client.list_workflows()]
+                return out, ids
 
-    out = asyncio.run(go())
+    out, ids = asyncio.run(go())
     assert sorted(stand.ran) == [("mn-01", 1), ("mn-01", 2), ("mn-02", 1), ("mn-02", 2), ("mn-02", 3)]  # mn-00 was done earlier
-    assert out["earlier"] == ["mn-00"] and out["run"] == 3 and out["notes"]["mn-01"] == ["a note"]
+    assert {"burnin:mn-01", "burnin:mn-02"} <= set(ids)  # a child workflow of the unit's own id: one run per server at a time
+    assert out == {"result": {"closed": 2}, "job": 11}
     [closed] = stand.closed
-    assert closed["steps"] == [{"server_id": 1, "ok": True, "elapsed": 3.0, "output": "degraded: 1 results", "error": None}]
-    [lost] = closed["unstored"]
-    assert lost["server"] == "mn-02" and "did not complete" in lost["message"]
-    assert sorted(closed["verdicts"]) == ["degraded", "error", "pass"] and closed["interrupted"] is False
+    assert closed.run["earlier"] == {"mn-00": {"mnc2p27s0": "pass"}} and closed.interrupted is False
+    done, lost = closed.outcomes
+    assert done.key == "mn-01" and done.out["step"] == {"server_id": 1, "ok": True, "elapsed": 3.0, "output": "degraded: 1 results",
+                                                          "error": None}  # fmt: skip
+    assert lost.key == "mn-02" and lost.out is None and "did not complete" in lost.lost
 
 
 def test_sqlite_with_temporal_is_refused_before_planning(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,174 @@
+"""The health sweep's reading, described once (:mod:`fleetctl.workflows.describe`): a unit per shard of targets.
+
+The command opens and closes the sweep run (:func:`fleetctl.sweep.engine.run`:
+the run row, its end, interrupted or not, the pruning); in between, through its
+``collect`` hook, the sweep's targets are read by this description's units:
+
+- ``open``: the targets in shards by site, of up to ``shard`` servers each (a
+  site's switches with its first shard). One unit per BMC would cost the
+  engine more than reading the BMC: a shard costs it one unit for hundreds;
+- ``unit``: a shard read and judged into the run (:func:`~fleetctl.sweep.engine.sweep_targets`,
+  the very function the in-process sweep runs over all its targets), with its
+  own recorder; it returns the run's summary of its targets (counts, new,
+  resolved, persisting). An attempt after a lost one first deletes what the
+  lost one wrote of its targets into the run;
+- ``close``: the shards' summaries merged.
+
+The criteria the host checks judge boards by travel in the request, read once
+by the command (``$FLEETCTL_BURNIN_CRITERIA`` or the bundled file, as burn-in
+reads them): every worker judges by the command's, not by its own copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from sqlalchemy import delete, select
+
+from fleetctl.store import get_engine, immediate
+from fleetctl.store import tables as T
+from fleetctl.sweep.engine import Recorder, SweepOptions, sweep_targets
+from fleetctl.targets import resolve, resolve_switches
+from fleetctl.workflows.describe import Context, Description, Opened, Outcome, Unit, register
+
+SHARD_TARGETS = 1000  # servers per unit
+SHARDS_AT_ONCE = 1  # shards a worker (a process) reads at once, each with the sweep's own concurrency
+
+
+@dataclass
+class SweepRequest:
+    """The targets, the run the command opened, its options, and the criteria (as the command read them; None: each
+    reader's own, when the command's copy could not be read: the host checks then say so, as in process)."""
+
+    run_id: int
+    started: str  # the run's start (ISO 8601): its findings' first_seen and last_seen
+    options: SweepOptions
+    servers: list[str]
+    switches: list[str]
+    shard: int = SHARD_TARGETS
+    criteria: dict[str, Any] | None = None
+
+
+@dataclass
+class Shard:
+    servers: list[str]
+    switches: list[str]
+
+
+@dataclass
+class ShardSummary:
+    """What a shard's reading added to the run: the counts by status and the findings' summaries (as ``Recorder`` keeps them)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    new: list[dict[str, Any]] = field(default_factory=list)
+    resolved: list[dict[str, Any]] = field(default_factory=list)
+    persisting: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _sites(kind: str, table: Any, names: list[str]) -> dict[tuple[str, str], str]:
+    out: dict[tuple[str, str], str] = {}
+    with get_engine().connect() as c:
+        for i in range(0, len(names), 1000):
+            q = (select(table.c.name, T.site.c.name.label("site")).join(T.rack, T.rack.c.id == table.c.rack_id)
+                 .join(T.site, T.site.c.id == T.rack.c.site_id).where(table.c.name.in_(names[i : i + 1000])))  # fmt: skip
+            out.update({(kind, r.name): r.site for r in c.execute(q)})
+    return out
+
+
+def _dated(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Summaries that travelled as JSON: their ``first_seen`` a datetime again, as the recorder has it."""
+    for r in rows:
+        if isinstance(r.get("first_seen"), str):
+            r["first_seen"] = dt.datetime.fromisoformat(r["first_seen"])
+    return rows
+
+
+class SweepWorkflow(Description[SweepRequest, SweepRequest, Shard, ShardSummary, ShardSummary]):
+    """The sweep's reading: a unit per shard."""
+
+    name = "sweep"
+    request_type: ClassVar[type] = SweepRequest
+    run_type: ClassVar[type] = SweepRequest
+    unit_type: ClassVar[type] = Shard
+    out_type: ClassVar[type] = ShardSummary
+    result_type: ClassVar[type] = ShardSummary
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Semaphore(SHARDS_AT_ONCE)
+
+    def open(self, ctx: Context, request: SweepRequest) -> Opened[SweepRequest, Shard]:
+        """The shards, by site: the run itself is the command's (it was opened before, and is closed after)."""
+        size = max(1, int(request.shard or SHARD_TARGETS))
+        site_of = {**_sites("server", T.server, request.servers), **_sites("switch", T.switch, request.switches)}
+        by_site: dict[str, dict[str, list[str]]] = {}
+        for kind, names in (("server", request.servers), ("switch", request.switches)):
+            for n in names:
+                by_site.setdefault(site_of[(kind, n)], {"server": [], "switch": []})[kind].append(n)
+        units: list[Unit[Shard]] = []
+        opts = request.options
+        for site, got in sorted(by_site.items()):
+            servers = got["server"]
+            for k in range(max(1, math.ceil(len(servers) / size))):
+                part = Shard(servers[k * size : (k + 1) * size], got["switch"] if k == 0 else [])
+                # The shard's bound: its BMCs in waves of the sweep's concurrency, each wave at most twice the per-target
+                # timeout (and its retries), plus the setup.
+                waves = max(1, -(-len(part.servers) // max(1, opts.concurrency)))
+                units.append(Unit(f"{site}/{k}", site, part, 300 + 4 * waves * opts.per_target_timeout))
+        return Opened(request, units, concurrency=max(1, len(units)), attempts=3)
+
+    async def unit(self, ctx: Context, run: SweepRequest, data: Shard) -> ShardSummary:
+        """Read and judge a shard's targets into the run; the run's summary of them."""
+        engine = get_engine()
+        with engine.connect() as c:
+            servers = resolve(c, data.servers) if data.servers else []
+            switches = resolve_switches(c, data.switches) if data.switches else []
+        names = [*data.servers, *data.switches]
+        if ctx.attempt > 1:  # a lost worker's attempt: its rows of this run are replaced
+            with immediate(engine) as c:
+                for i in range(0, len(names), 500):
+                    chunk = names[i : i + 500]
+                    c.execute(delete(T.sweep_target).where(T.sweep_target.c.run_id == run.run_id, T.sweep_target.c.name.in_(chunk)))
+                    c.execute(delete(T.finding).where(T.finding.c.run_id == run.run_id, T.finding.c.target.in_(chunk)))
+        criteria = None
+        if run.criteria is not None:
+            from fleetctl.burnin.criteria import CriteriaFile
+
+            criteria = CriteriaFile.model_validate(run.criteria)
+        async with self.gate:
+            rec = Recorder(engine, run.run_id, dt.datetime.fromisoformat(run.started))
+            try:
+                await sweep_targets(engine, rec, servers, switches, run.options, ctx.progress, criteria=criteria)
+            finally:  # cancelled with the run (the command interrupted): what was read stays, as in process
+                rec.flush()
+        return ShardSummary(rec.counts, rec.new, rec.resolved, rec.persisting, rec.findings)
+
+    def close(self, ctx: Context, run: SweepRequest, outcomes: list[Outcome[ShardSummary]], *, interrupted: bool) -> ShardSummary:
+        """The shards' summaries in one (the command merges it into its run's recorder, and ends the run)."""
+        out = ShardSummary()
+        for o in outcomes:
+            if o.out is None:
+                continue
+            for k, v in o.out.counts.items():
+                out.counts[k] = out.counts.get(k, 0) + v
+            for key in ("new", "resolved", "persisting", "findings"):
+                getattr(out, key).extend(_dated(getattr(o.out, key)))
+        return out
+
+
+SWEEP = register(SweepWorkflow())
+
+
+def merge(rec: Recorder, summary: ShardSummary) -> None:
+    """A summary into the command's recorder (which writes the run's counts and reports its findings)."""
+    for k, v in summary.counts.items():
+        rec.counts[k] = rec.counts.get(k, 0) + v
+    for key in ("new", "resolved", "persisting", "findings"):
+        getattr(rec, key).extend(_dated(getattr(summary, key)))
+
+
+__all__ = ["SHARD_TARGETS", "SWEEP", "Shard", "ShardSummary", "SweepRequest", "SweepWorkflow", "merge"]
