@@ -327,7 +327,7 @@ def run_tool(tool: str, config: dict[str, Any], argv: list[str]) -> int:
     """Entry point of every accelerator stand-in script; returns the exit status."""
     tools: dict[str, Callable[[_Host, list[str]], int]] = {
         "nvidia-smi": _nvidia_smi, "dcgmi": _dcgmi, "gpu-burn": _gpu_burn, "gpfn3-smi": _gpfn3_smi,
-        "mncore-burnin": _mncore_burnin, "dmesg": _dmesg,
+        "mncore-burnin": _mncore_burnin, "dmesg": _dmesg, "amd-smi": _amd_smi, "rvs": _rvs,
     }  # fmt: skip
     try:
         return tools[tool](_Host(config), argv)
@@ -812,4 +812,174 @@ def _mncore_burnin(host: _Host, argv: list[str]) -> int:
         ok = ok and not bad
         print(f"{b['device']}: throughput {tp:.1f} {MNCORE_UNIT} checksum {MNCORE_BAD_CHECKSUM if bad else MNCORE_CHECKSUM} "
               f"{'FAIL' if bad else 'PASS'}")  # fmt: skip
+    return 0 if ok else 1
+
+
+# --- amd-smi and the ROCm Validation Suite (AMD Instinct) -----------------------------------
+#
+# The shapes are those of the recordings in tests/data/accel/amd (SOURCES.md): amd-smi's list form
+# (amd-smi 24.x, ROCm 6: a JSON list of GPUs, values as {"value", "unit"}, "N/A" where a GPU has no
+# figure), and RVS's GST lines and summary table. An MI300X has no edge sensor: "N/A", as on a real one.
+
+AMD_KIND = "amd-instinct"
+AMD_RVS_GFLOPS = 100000.0  # lab value per GPU; the driver's criteria take it as the golden figure
+AMD_RVS_ACTION = "fleetctl-burnin-gst"  # the action name of the configuration the driver writes (amd.yaml)
+_AMD_GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+
+
+def amd_smi(dev_dir: Path | str, **kw: Any) -> str:
+    """``amd-smi list|static|metric|bad-pages|process --json`` and ``reset --gpureset -g N`` over the AMD GPUs whose
+    device node is present (``kw``: :func:`accel_config`'s)."""
+    return tool_script("amd-smi", accel_config(dev_dir, **kw))
+
+
+def rvs(dev_dir: Path | str, **kw: Any) -> str:
+    """``rvs -c CONF``: the GST module on the AMD GPUs present, for the configuration's ``duration`` (ms)."""
+    return tool_script("rvs", accel_config(dev_dir, **kw))
+
+
+def amd_kfd_id(b: dict[str, Any]) -> int:
+    """RVS's id of a GPU (the KFD's gpu_id: a number per GPU, like 42583 in the recording), stable per serial."""
+    import zlib
+
+    return 1000 + zlib.crc32(b["serial"].encode()) % 60000
+
+
+def _amd_state(b: dict[str, Any]) -> dict[str, Any]:
+    """What amd-smi reads from AMD GPU ``b``, its fault applied."""
+    gen, width, max_gen, max_width = board_link(b)
+    s: dict[str, Any] = {"hotspot": 46, "mem": 41, "power": 142, "gen": gen, "width": width, "max_gen": max_gen, "max_width": max_width,
+                         "ecc_corr": 0, "ecc_unc": 0, "retired": 0, "pending": 0}  # fmt: skip
+    f = b["fault"]
+    if f == "hot":
+        s.update(hotspot=92, mem=95)
+    elif f == "slow":
+        s.update(power=300)
+    elif f == "memory_errors":
+        s.update(ecc_corr=1523, ecc_unc=1, retired=65, pending=1)
+    return s
+
+
+def _vu(value: Any, unit: str) -> dict[str, Any]:
+    return {"value": value, "unit": unit}
+
+
+def _pages(n: int, base: int, status: str) -> Any:
+    """Bad pages as amd-smi prints them: the not-found string, one page as an object, or a list."""
+    pages = [{"page_address": base + i * 4096, "page_size": 4096, "status": status} for i in range(n)]
+    return "No bad pages found." if not pages else pages[0] if len(pages) == 1 else pages
+
+
+def _amd_smi(host: _Host, argv: list[str]) -> int:
+    args = [a for a in argv if a != "--json"]
+    if not args:
+        raise ToolError("usage: amd-smi list|static|metric|bad-pages|process --json | reset --gpureset -g N", 2)
+    cmd, opts = args[0], args[1:]
+    gpus = host.present(AMD_KIND)
+    if cmd == "reset":
+        if opts[:1] != ["--gpureset"] or len(opts) != 3 or opts[1] != "-g" or not opts[2].isdigit():
+            raise ToolError("lab amd-smi: reset --gpureset -g N", 2)
+        i = int(opts[2])
+        if i >= len(gpus):
+            raise ToolError(f"amd-smi: GPU {i} not found", 2)  # ASSUMPTION: the wording and status
+        host.log_call(f"amd-smi reset --gpureset -g {i}")
+        print(f"GPU: {i}\n    RESET: Successfully reset GPU {i}")  # ASSUMPTION: the wording
+        return 0
+    if "--json" not in argv:
+        raise ToolError("lab amd-smi: only --json output is served", 2)
+    groups = {"--power": "power", "-p": "power", "--temperature": "temperature", "-t": "temperature"}
+    if cmd not in ("list", "static", "metric", "bad-pages", "process") or any(o not in groups for o in opts):
+        raise ToolError(f"lab amd-smi: {cmd} {' '.join(opts)}: not served", 2)
+    out: list[dict[str, Any]] = []
+    for i, b in enumerate(gpus):
+        s = _amd_state(b)
+        if cmd == "list":
+            out.append({"gpu": i, "bdf": b["pci_address"], "uuid": b["uuid"], "kfd_id": amd_kfd_id(b), "node_id": i + 2, "partition_id": 0})
+        elif cmd == "static":
+            out.append({"gpu": i,
+                        "asic": {"market_name": b["model"], "vendor_id": "0x1002", "vendor_name": "Advanced Micro Devices Inc. [AMD/ATI]",
+                                 "subvendor_id": "0x1002", "device_id": "0x74a1", "rev_id": "0x00",
+                                 "asic_serial": f"0x{amd_kfd_id(b):016X}", "oam_id": b["slot"]},
+                        "bus": {"bdf": b["pci_address"], "max_pcie_width": s["max_width"],
+                                "max_pcie_speed": _vu(_AMD_GEN_GTS[s["max_gen"]], "GT/s"),
+                                "pcie_interface_version": f"Gen {s['max_gen']}", "slot_type": "OAM"},
+                        "board": {"model_number": "N/A", "product_serial": b["serial"], "fru_id": "N/A", "product_name": b["model"],
+                                  "manufacturer_name": "AMD"},
+                        "vbios": {"version": b.get("firmware", {}).get("vbios", "N/A")}})  # fmt: skip
+        elif cmd == "metric":
+            g: dict[str, Any] = {"gpu": i}
+            want = {groups[o] for o in opts} or {"power", "temperature", "pcie", "ecc"}
+            if "power" in want:
+                g["power"] = {"socket_power": _vu(s["power"], "W"), "gfx_voltage": "N/A", "soc_voltage": "N/A", "mem_voltage": "N/A",
+                              "throttle_status": "UNTHROTTLED", "power_management": "ENABLED"}  # fmt: skip
+            if "temperature" in want:
+                g["temperature"] = {"edge": "N/A", "hotspot": _vu(s["hotspot"], "C"), "mem": _vu(s["mem"], "C")}
+            if "pcie" in want:
+                g["pcie"] = {"width": s["width"], "speed": _vu(_AMD_GEN_GTS[s["gen"]], "GT/s"), "bandwidth": "N/A", "replay_count": 0}
+            if "ecc" in want:
+                g["ecc"] = {"total_correctable_count": s["ecc_corr"], "total_uncorrectable_count": s["ecc_unc"], "total_deferred_count": 0,
+                            "cache_correctable_count": 0, "cache_uncorrectable_count": 0}  # fmt: skip
+            out.append(g)
+        elif cmd == "bad-pages":
+            out.append({"gpu": i, "retired": _pages(s["retired"], 1 << 20, "RESERVED"), "pending": _pages(s["pending"], 1 << 30, "PENDING"),
+                        "un_res": "No bad pages found."})  # fmt: skip
+        else:
+            out.append({"gpu": i, "process_list": [{"process_info": "No running processes detected"}]})
+    print(json.dumps(out, indent=4))
+    return 0
+
+
+def _rvs(host: _Host, argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] != "-c":
+        raise ToolError("lab rvs: -c CONF", 2)
+    try:
+        conf = Path(argv[1]).read_text()
+    except OSError as e:
+        raise ToolError(f"rvs: cannot read {argv[1]}: {e}", 1) from e  # ASSUMPTION: the wording
+    ms = next((int(ln.split(":", 1)[1]) for ln in conf.splitlines() if ln.strip().startswith("duration:")), 10000)
+    gpus = host.present(AMD_KIND)
+    t0 = time.monotonic()
+
+    def ts() -> str:
+        return f"[RESULT] [{301995.0 + time.monotonic() - t0:.6f}]"
+
+    print(f"{ts()} Action name :{AMD_RVS_ACTION}\n{ts()} Module name :gst")
+    if any(b["fault"] == "hang" for b in gpus):
+        for b in gpus:
+            print(f"{ts()} [{AMD_RVS_ACTION}] [GPU:: {amd_kfd_id(b)}] Start of GPU ramp up")
+        return _hang()
+    host.vanish(gpus)
+    steps = 4
+    best: dict[int, float] = {}
+    for k in range(1, steps + 1):
+        host.sleep(ms / 1000 / steps)
+        for b in gpus:
+            if b["fault"] == "vanish":
+                continue
+            f = b["fault"]
+            gflops = AMD_RVS_GFLOPS * (0.5 if f == "slow" else 0.7 if f == "hot" else 1.0) * (0.97 + 0.01 * k)
+            best[amd_kfd_id(b)] = max(best.get(amd_kfd_id(b), 0.0), gflops)
+            print(f"{ts()} [{AMD_RVS_ACTION}] [GPU:: {amd_kfd_id(b)}] GFLOPS {gflops:.0f}")
+        sys.stdout.flush()
+    ok = True
+    for b in gpus:
+        if b["fault"] == "vanish":
+            print(f"[ERROR ] [{AMD_RVS_ACTION}] [GPU:: {amd_kfd_id(b)}] hipDeviceSynchronize failed", file=sys.stderr)  # ASSUMPTION
+            ok = False
+            continue
+        met = b["fault"] != "checksum"
+        ok = ok and met
+        print(f"{ts()} [{AMD_RVS_ACTION}] [GPU:: {amd_kfd_id(b)}] GFLOPS {best[amd_kfd_id(b)]:.0f} Target GFLOPS: 0 "
+              f"met: {'TRUE' if met else 'FALSE'}")
+    # The summary table (RVS 1.6): a row of "<model> - <id>" cells, then "<index> - <node> - <bdf>", two GPUs a row.
+    bar = "+" + "-" * 69 + "+"
+    print("\n+" + "=" * 69 + "+\n|" + "ROCm Validation Suite (RVS) Summary".center(69) + "|\n+" + "=" * 69 + "+")
+    for n in range(0, len(gpus), 2):
+        pair = list(enumerate(gpus))[n : n + 2]
+        print("| " + " | ".join(f"{b['model']} - {amd_kfd_id(b)}".ljust(32) for _, b in pair) + " |")
+        print("| " + " | ".join(f"{i} - {i + 2} - {b['pci_address']}".ljust(32) for i, b in pair) + " |")
+        print(bar)
+    print(f"| {'Action Name'.ljust(32)} | {'Module'.ljust(14)} | {'Result'.ljust(15)} |")
+    print(f"| {AMD_RVS_ACTION.ljust(32)} | {'GST'.ljust(14)} | {('PASS' if ok else 'FAIL').ljust(15)} |")
+    print(bar)
     return 0 if ok else 1

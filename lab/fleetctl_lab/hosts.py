@@ -37,11 +37,12 @@ The host's files, ``<state>/hosts/<server>/`` (wiped and made afresh by each
 install, on the first look at the host once it is up):
 
   root/             the sandbox the playbooks write into (``fleetctl_root``)
-  root/dev/         ``mnc2p<bus>s<n>`` per MN-Core board, ``nvidia<i>`` per GPU
-                    (plain files); the fault ``device_missing`` leaves out the
-                    last n at the next boot
+  root/dev/         ``mnc2p<bus>s<n>`` per MN-Core board, ``nvidia<i>`` per GPU,
+                    ``renderD<128+i>`` per AMD Instinct GPU (plain files); the
+                    fault ``device_missing`` leaves out the last n at the next boot
   bin/              stand-ins: fake-pkg, gpfn3-smi, nvidia-smi, dcgmi, gpu-burn,
-                    mncore-burnin, dmesg, sysctl, kubeadm (``fleetctl_lab.host_standins``)
+                    mncore-burnin, dmesg, amd-smi, rvs, sysctl, kubeadm
+                    (``fleetctl_lab.host_standins``)
   boards.json       the boards and their faults, read by the accelerator
                     stand-ins at run time (kept across installs)
   root/opt/mncore_shared_semaphore/  MN-Core board locks (a file per device)
@@ -257,6 +258,13 @@ def gpu_table(spec: LabServerSpec) -> list[tuple[int, str, str]]:
     return [(i, b.model, f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, 'fleetctl-lab-gpu:' + b.serial)}") for i, b in enumerate(gpus)]
 
 
+def amd_table(spec: LabServerSpec) -> list[tuple[str, str]]:
+    """(device node, UUID) per AMD Instinct board, in slot order: ``renderD<128+i>`` (the DRM render node amdgpu makes
+    for each GPU; a plain file here) and a UUID stable per serial."""
+    boards = sorted((b for b in spec.boards if b.kind == "amd-instinct"), key=lambda b: b.slot)
+    return [(f"renderD{128 + i}", str(uuid.uuid5(uuid.NAMESPACE_OID, "fleetctl-lab-amd:" + b.serial))) for i, b in enumerate(boards)]
+
+
 def board_records(spec: LabServerSpec, faults: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The boards of ``boards.json`` (``host_standins.board_record``), in slot order; ``faults`` by serial, else healthy."""
     faults = faults or {}
@@ -265,6 +273,9 @@ def board_records(spec: LabServerSpec, faults: dict[str, str] | None = None) -> 
     devices = list(zip(mn, mncore_device_names(spec), strict=True))
     devices += [(b, f"nvidia{i}") for b, (i, _, _) in zip(gpus, gpu_table(spec), strict=True)]
     uuids = {f"nvidia{i}": u for i, _, u in gpu_table(spec)}
+    amd = sorted((b for b in spec.boards if b.kind == "amd-instinct"), key=lambda b: b.slot)
+    devices += [(b, dev) for b, (dev, _) in zip(amd, amd_table(spec), strict=True)]
+    uuids.update(amd_table(spec))
     out = []
     for b, device in sorted(devices, key=lambda x: x[0].slot):
         gen = "".join(c for c in b.pcie_gen if c.isdigit())
@@ -309,6 +320,8 @@ class HostSandbox:
             "fleetctl_gpu_burn_cmd": str(self.bin / "gpu-burn"),
             "fleetctl_mncore_burnin_cmd": str(self.bin / "mncore-burnin"),
             "fleetctl_dmesg_cmd": str(self.bin / "dmesg"),
+            "fleetctl_amd_smi_cmd": str(self.bin / "amd-smi"),
+            "fleetctl_rvs_cmd": str(self.bin / "rvs"),
             "fleetctl_mncore_semaphore_dir": str(self.semaphore_dir),
             "fleetctl_sysfs_pci_dir": str(self.sysfs_pci_dir),
             "fleetctl_sysctl_apply_cmd": [str(self.bin / "sysctl"), "-p"],
@@ -373,12 +386,14 @@ class HostSandbox:
         standins.write_script(self.bin / "gpu-burn", standins.gpu_burn(self.dev, **accel))
         standins.write_script(self.bin / "mncore-burnin", standins.mncore_burnin(self.dev, **accel))
         standins.write_script(self.bin / "dmesg", standins.dmesg(self.dev, **accel))
+        standins.write_script(self.bin / "amd-smi", standins.amd_smi(self.dev, **accel))
+        standins.write_script(self.bin / "rvs", standins.rvs(self.dev, **accel))
         standins.write_script(self.bin / "sysctl", standins.sysctl(self.calls_log))
         standins.write_script(self.bin / "kubeadm", standins.kubeadm(self.calls_log, self.root))
 
     def device_nodes(self) -> list[str]:
         """Every accelerator device node this host has when nothing is missing, in slot order."""
-        return mncore_device_names(self.spec) + [f"nvidia{i}" for i, _, _ in gpu_table(self.spec)]
+        return mncore_device_names(self.spec) + [f"nvidia{i}" for i, _, _ in gpu_table(self.spec)] + [d for d, _ in amd_table(self.spec)]
 
     def _devices(self, missing: int) -> None:
         want = self.device_nodes()
@@ -526,7 +541,7 @@ class HostLab:
                 "key_file": str(self.ssh_dir / CLIENT_KEY),
                 "known_hosts": str(self.ssh_dir / KNOWN_HOSTS),
                 "dir": str(sb.dir),
-                "boards": {"mncore2": kinds.count("mncore2"), "gpu": kinds.count("gpu")},
+                "boards": {k: kinds.count(k) for k in ("mncore2", "gpu", "amd-instinct") if k != "amd-instinct" or k in kinds},
                 "vars": sb.vars(),
             }
         return out

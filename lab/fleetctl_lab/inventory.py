@@ -108,7 +108,7 @@ def specs_from_inventory(conn: Any, password: str, names: set[str] | None = None
         if r.server_id is None:
             continue
         boards.setdefault(r.server_id, []).append(
-            LabBoard(kind="gpu" if r.kind == "gpu" else "mncore2", serial=r.serial, slot=r.slot or 0,
+            LabBoard(kind=r.kind if r.kind in ("gpu", "amd-instinct") else "mncore2", serial=r.serial, slot=r.slot or 0,
                      pci_address=r.pci_address or "", model=r.model or "", firmware=dict(r.firmware or {}))  # fmt: skip
         )
     specs = []

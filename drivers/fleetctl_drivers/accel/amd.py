@@ -602,7 +602,7 @@ class _State:
             self.listed = parse_list(text("list"))
             self.static = {g.index: g for g in parse_static(text("static"), models=cfg.model_names())} if "static" in need else {}
             self.metric = {m.index: m for m in parse_metric(text("metric"))}
-            self.bad = {b.index: b for b in parse_bad_pages(text("bad-pages"))}
+            self.bad = {b.index: b for b in parse_bad_pages(text("bad_pages"))}
             self.procs = {p.index: p for p in parse_process(text("process"))} if "process" in need else {}
         except AccelParseError as e:
             raise StageError(str(e)) from e
@@ -610,8 +610,9 @@ class _State:
 
 
 def _commands(smi: str, names: tuple[str, ...]) -> dict[str, str]:
-    """The amd-smi reads of one round trip, stderr merged (amd-smi says why it failed on either)."""
-    return {n: f"{quote_argv([smi, n, '--json'])} 2>&1" for n in names}
+    """The amd-smi reads of one round trip (``bad_pages`` is ``amd-smi bad-pages``), stderr merged (amd-smi says why it
+    failed on either)."""
+    return {n: f"{quote_argv([smi, n.replace('_', '-'), '--json'])} 2>&1" for n in names}
 
 
 def match_boards(boards: list[InvBoard], gpus: list[AmdGpu]) -> dict[str, AmdGpu | None]:
@@ -660,7 +661,7 @@ class AmdStages(AccelBurnin):
 
     async def prechecks(self) -> list[BoardObservation]:
         job, out = self.ctx.job, self.ctx.out
-        st = await self.state(("list", "static", "metric", "bad-pages", "process"), "reading the GPUs (amd-smi)")
+        st = await self.state(("list", "static", "metric", "bad_pages", "process"), "reading the GPUs (amd-smi)")
         gpus = [st.static.get(g.index, g).model_copy(update={"bdf": g.bdf, "kfd_id": g.kfd_id}) for g in st.listed]
         mapping = match_boards(job.boards, gpus)
         obs: list[BoardObservation] = []
@@ -718,18 +719,22 @@ class AmdStages(AccelBurnin):
         self.sampler = sampler = Sampler(t0)
         kept = hostio.KeptLines(head=WORKLOAD_HEAD_BYTES, tail=WORKLOAD_TAIL_BYTES)
         stop = asyncio.Event()
-        index_to_bdf = {i: bdf for bdf, i in self.index.items()}
+        # The listing in the same round trip as each sample: a GPU that falls off the bus renumbers the rest, and a
+        # metric names a GPU by its index only.
+        cmds = {"list": f"{quote_argv([self.smi, 'list', '--json'])} 2>&1",
+                "metric": f"{quote_argv([self.smi, 'metric', '--power', '--temperature', '--json'])} 2>&1"}  # fmt: skip
 
         async def sample() -> None:
             while not stop.is_set():
                 try:
-                    done = await ctx.host.run(quote_argv([self.smi, "metric", "--power", "--temperature", "--json"]),
-                                              timeout=job.command_timeout, max_bytes=MAX_JSON_BYTES)  # fmt: skip
-                    if done.exit_status == 0:
-                        for m in parse_metric(done.stdout):
-                            bdf = index_to_bdf.get(m.index)
+                    parts = await ctx.host.batch(cmds, timeout=job.command_timeout, max_bytes=MAX_JSON_BYTES * 2)
+                    listed, metric = parts.get("list"), parts.get("metric")
+                    if listed is not None and metric is not None and listed.exit_status == 0 and metric.exit_status == 0:
+                        bdf_of = {g.index: g.bdf for g in parse_list(listed.stdout)}
+                        for m in parse_metric(metric.stdout):
+                            bdf = bdf_of.get(m.index)
                             values = {"temp_c": m.temperature(cfg.temperature_sensors), "power_w": m.power_w}
-                            if bdf is not None:
+                            if bdf in self.mine:
                                 sampler.add(bdf, **{k: v for k, v in values.items() if v is not None})
                 except (AccelParseError, hostio.HostOutputError):
                     pass  # a GPU that falls off the bus can make amd-smi fail: the workload's result says so
@@ -749,7 +754,7 @@ class AmdStages(AccelBurnin):
             await ctx.stop_session("stopping the hung workload")
 
     async def postchecks(self) -> None:
-        st = await self.state(("list", "metric", "bad-pages"), "reading the GPUs after the workload")
+        st = await self.state(("list", "metric", "bad_pages"), "reading the GPUs after the workload")
         report = parse_rvs("\n".join(self.text))
         by_id = dict(self.kfd)
         by_id.update({gid: bdf for gid, (_, bdf) in report.gpus.items()})  # the summary names them itself
@@ -797,9 +802,9 @@ class AmdInstinctDriver(AccelDriver):
             return r
         smi = str(hostvars.get("fleetctl_amd_smi_cmd") or cfg.smi)
         try:
-            parts = await host.batch(_commands(smi, ("list", "static", "metric", "bad-pages")), timeout=timeout,
+            parts = await host.batch(_commands(smi, ("list", "static", "metric", "bad_pages")), timeout=timeout,
                                      max_bytes=MAX_TOOL_BYTES * 2)  # fmt: skip
-            st = _State(parts, cfg, need=("list", "static", "metric", "bad-pages"))
+            st = _State(parts, cfg, need=("list", "static", "metric", "bad_pages"))
         except (hostio.HostOutputError, StageError) as e:
             r.errors["amd-smi"] = str(e) if isinstance(e, hostio.HostOutputError) else f"{host.target.name}: {e}"
             return r

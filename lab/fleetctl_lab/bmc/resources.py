@@ -31,6 +31,7 @@ Result = tuple[int, Any, dict[str, str]]
 PCI_IDS = {
     "mncore2": ("0xf1ee", "0x0002", "0x120000", "Preferred Networks"),  # assumed, not public: the same placeholder as accelerators.yaml
     "gpu": ("0x10de", "0x2331", "0x030200", "NVIDIA Corporation"),  # H100 PCIe
+    "amd-instinct": ("0x1002", "0x74a1", "0x120000", "Advanced Micro Devices, Inc. [AMD/ATI]"),  # MI300X (amd-smi static, DEVICE_ID)
     "nic": ("0x15b3", "0x101d", "0x020000", "Mellanox Technologies"),  # ConnectX-6 Dx
 }
 # The GPUs of an "hgx" tray (GB200: 10de:2941, a 3D controller).

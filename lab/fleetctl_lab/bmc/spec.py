@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Flavour = Literal["generic", "hpe", "openbmc", "ami", "dell", "ilo6", "idrac9", "nvidia"]
-BoardKind = Literal["mncore2", "gpu"]
+BoardKind = Literal["mncore2", "gpu", "amd-instinct"]
 
 # Default resource ids per vendor flavour, as the recorded real BMCs use them
 # (iLO: Systems/1, OpenBMC: Systems/system, AMI MegaRAC: Systems/Self,
@@ -76,12 +76,17 @@ class LabBoard(BaseModel):
     def _defaults(self) -> LabBoard:
         # NOTE: MN-Core 2's PCIe generation, model string and firmware
         # component names are not public; these are assumptions, kept here.
+        # AMD Instinct: an MI300X OAM (Gen5 x16: amd-smi static of an MI300X in the ROCm blog "Getting to Know Your
+        # GPU"); its VBIOS version is a lab value.
+        defaults = {"mncore2": ("MN-Core 2", "Gen4", {"board": "1.4.2"}), "gpu": ("NVIDIA H100 PCIe", "Gen5", {"vbios": "96.00.74.00.01"}),
+                    "amd-instinct": ("AMD Instinct MI300X", "Gen5", {"vbios": "113-M3000100-102"})}  # fmt: skip
+        model, gen, firmware = defaults[self.kind]
         if not self.model:
-            self.model = "MN-Core 2" if self.kind == "mncore2" else "NVIDIA H100 PCIe"
+            self.model = model
         if not self.pcie_gen:
-            self.pcie_gen = "Gen4" if self.kind == "mncore2" else "Gen5"
+            self.pcie_gen = gen
         if not self.firmware:
-            self.firmware = {"board": "1.4.2"} if self.kind == "mncore2" else {"vbios": "96.00.74.00.01"}
+            self.firmware = dict(firmware)
         if not self.pci_address:
             self.pci_address = f"0000:{(0x10 + self.slot * 0x10) & 0xFF:02x}:00.0"
         return self

@@ -1,0 +1,181 @@
+"""A third accelerator kind, AMD Instinct (``amd-instinct``), burned in and swept by the core's own code in the lab.
+
+An eight-board MI300X-like lab host (its amd-smi and rvs stand-ins, boards.json
+faults) is reached through the core's burn-in stage runner
+(``fleetctl.burnin.host.burn``) and the sweep's host reader and checks
+(``fleetctl.sweep.host.read_host``, the ``host`` level of the check registry),
+judged by ``fleetctl.burnin.verdict`` on the criteria the driver ships. Only the
+SSH transport is replaced: the host's commands run in its sandbox here, as the
+lab's SSH server would run them (the inventory cannot hold this board kind yet:
+see docs/accelerators.md, "AMD Instinct").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleetctl_lab.bmc.spec import LabBoard, LabServerSpec
+from fleetctl_lab.host_standins import TIME_SCALE_ENV, set_board_fault
+from fleetctl_lab.hosts import HostSandbox
+
+from fleetctl import hostio
+from fleetctl.burnin import criteria as criteria_mod
+from fleetctl.burnin.host import burn
+from fleetctl.burnin.verdict import evaluate
+from fleetctl.interfaces.accel import BurninJob, InvBoard
+from fleetctl.interfaces.host import HostRef, HostTarget
+from fleetctl.sweep import host as sweep_host
+from fleetctl.sweep.collect import ServerExpect, ServerReading
+from fleetctl.sweep.registry import checks
+
+KIND, MODEL, SERVER = "amd-instinct", "amd-8x-mi300x", "amd-lab-01"
+# The PCI addresses of an eight-GPU MI300X node (the topology tables in ROCm/amdsmi's CHANGELOG.md).
+BDFS = ["0000:0c:00.0", "0000:22:00.0", "0000:38:00.0", "0000:5c:00.0", "0000:9f:00.0", "0000:af:00.0", "0000:bf:00.0", "0000:df:00.0"]
+
+
+class LocalHost:
+    """The lab host's shell, run here in its sandbox's environment (what the lab's SSH server runs for a command)."""
+
+    def __init__(self, sb: HostSandbox, target: HostTarget) -> None:
+        self.sb, self.target = sb, target
+        self.env = {**sb.env("lab"), TIME_SCALE_ENV: os.environ.get(TIME_SCALE_ENV, "0.05")}
+
+    async def _spawn(self, command: str) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec("sh", "-c", command, env=self.env, cwd=self.sb.home,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)  # fmt: skip
+
+    async def run(self, command: str, *, timeout: float, max_bytes: int = hostio.MAX_OUTPUT_BYTES) -> hostio.Output:
+        proc = await self._spawn(command)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise hostio.HostOutputError("no answer in time", host=self.target.name, command=command, timed_out=True) from None
+        if len(out) > max_bytes:
+            raise hostio.HostOutputError(f"more than {max_bytes} bytes", host=self.target.name, command=command)
+        return hostio.Output(stdout=out.decode(), stderr=err.decode(), exit_status=proc.returncode)
+
+    async def stream(self, command: str, *, deadline: float, on_line: Callable[[str, str], None]) -> tuple[int | None, bool]:
+        proc = await self._spawn(command)
+
+        async def pump(reader: asyncio.StreamReader, name: str) -> None:
+            while line := await reader.readline():
+                on_line(name, line.decode().rstrip("\n"))
+
+        assert proc.stdout is not None and proc.stderr is not None
+        pumps = asyncio.gather(pump(proc.stdout, "stdout"), pump(proc.stderr, "stderr"), proc.wait())
+        try:
+            await asyncio.wait_for(pumps, max(0.1, deadline - time.monotonic()))
+        except TimeoutError:
+            return None, True  # the session goes on until the runner stops it (its pgid file), as over SSH
+        return proc.returncode, False
+
+    async def batch(self, commands: Mapping[str, str], *, timeout: float, max_bytes: int = hostio.MAX_OUTPUT_BYTES) -> dict[str, Any]:
+        script, token = hostio.batch_script(commands)
+        return hostio.parse_batch((await self.run(script, timeout=timeout, max_bytes=max_bytes)).stdout, token)
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[HostSandbox, HostTarget]:
+    monkeypatch.setenv(TIME_SCALE_ENV, "0.05")
+    boards = [LabBoard(kind=KIND, serial=f"PCB-MI300X-{n:04d}", slot=n, pci_address=bdf) for n, bdf in enumerate(BDFS)]
+    spec = LabServerSpec(name=SERVER, serial="AMDS-0001", model="AS-8125GS-TNMR2", manufacturer="Supermicro", boards=boards)
+    sb = HostSandbox(tmp_path / "lab", spec)
+    sb.sync({"install_id": 1, "boot_id": 1, "installed_at": None, "boot_source": "pxe", "boot_image": None, "devices_missing": 0})
+    target = HostTarget(name=SERVER, address="127.0.0.1")
+
+    @contextlib.asynccontextmanager
+    async def connect(t: HostTarget, *, timeout: float) -> AsyncIterator[LocalHost]:
+        yield LocalHost(sb, t)
+
+    monkeypatch.setattr(hostio, "connect", connect)
+    return sb, target
+
+
+def _burn(sb: HostSandbox, target: HostTarget, *, force: bool = False) -> dict[int, tuple[str, set[str]]]:
+    job = BurninJob(server=SERVER, target=target, hostvars=sb.vars(), kind=KIND, model=MODEL, seconds=2.0, grace=20.0, interval=0.05,
+                    boards=[InvBoard(serial=f"PCB-MI300X-{n:04d}", kind=KIND, slot=n, pci_address=bdf) for n, bdf in enumerate(BDFS)],
+                    board_kind=KIND, force=force, command_timeout=30.0)  # fmt: skip
+    out = asyncio.run(burn(job))
+    assert out.error is None, out.error
+    crit = criteria_mod.load().for_board(KIND, MODEL)
+    got = {}
+    for o in out.observations:
+        v = evaluate(o, crit)
+        got[o.slot] = (v.verdict, {r.criterion for r in v.reasons if r.severity in ("fail", "degraded")})
+        if o.present and not o.lost:
+            assert o.telemetry, f"slot {o.slot}: no amd-smi sample during the workload"
+    return got
+
+
+def _sweep(sb: HostSandbox, target: HostTarget) -> set[tuple[str, str, str]]:
+    ref = HostRef(target=target, hostvars=sb.vars(), board_kind=KIND, model=MODEL)
+    reading = asyncio.run(sweep_host.read_host(ref, timeout=20))
+    assert reading.error is None and not reading.errors, reading
+    expect = ServerExpect(name=SERVER, serial="AMDS-0001", model=MODEL, site="lab", rack="r1", position=1, board_kind=KIND, board_count=8)
+    found = set()
+    for spec in checks("server", "host"):
+        if spec.level == "host":
+            found |= {(spec.name, p.subject, p.status.value) for p in spec.fn(ServerReading(host=reading), expect)}
+    return found
+
+
+def test_a_healthy_amd_server_burns_in_and_sweeps_clean(host: tuple[HostSandbox, HostTarget]) -> None:
+    sb, target = host
+    ref = HostRef(target=target, hostvars=sb.vars(), board_kind=KIND, model=MODEL)
+    reading = asyncio.run(sweep_host.read_host(ref, timeout=20))
+    assert reading.tool == "amd-smi" and reading.boards is not None and len(reading.boards) == 8
+    b0 = reading.boards[0]
+    assert (b0.device, b0.serial, b0.pci_address, b0.model) == ("GPU 0", "PCB-MI300X-0000", "0000:0c:00.0", "AMD Instinct MI300X")
+    assert (b0.temp_c, b0.link_gen, b0.link_gen_max, b0.link_width, b0.link_width_max, b0.retired_pages, b0.ecc_uncorrected) == (
+        46.0, 5, 5, 16, 16, 0, 0)  # fmt: skip
+    assert _sweep(sb, target) == set()
+    assert _burn(sb, target) == {n: ("pass", set()) for n in range(8)}
+
+
+def test_faults_fail_burn_in_and_the_sweep_names_them(host: tuple[HostSandbox, HostTarget]) -> None:
+    sb, target = host
+    for slot, fault in enumerate(["healthy", "slow", "hot", "memory_errors", "degraded_link", "checksum", "vanish", "healthy"]):
+        set_board_fault(sb.boards_file, str(slot), fault)
+    got = _burn(sb, target)
+    assert got == {
+        0: ("pass", set()),
+        1: ("fail", {"throughput"}),  # RVS GFLOPS halved: below the fail fraction of the golden figure
+        2: ("degraded", {"throughput", "temperature"}),  # x0.7, hotspot 92 C
+        3: ("fail", {"memory_retired", "retired_pending", "uncorrected_errors"}),  # 65 bad pages, one pending, 1 uncorrectable
+        4: ("fail", {"link_degraded"}),  # Gen3 x8 of Gen5 x16
+        5: ("fail", {"checksum"}),  # RVS: met: FALSE
+        6: ("fail", {"device_lost"}),  # fell off the bus when RVS started: amd-smi lists it no more
+        7: ("pass", set()),
+    }
+    assert _sweep(sb, target) == {
+        ("accel.host_boards", "amd-smi", "critical"),  # amd-smi lists 7 of 8
+        ("gpu.memory", "GPU 3", "critical"),
+        ("gpu.pcie", "GPU 4", "critical"),
+        ("gpu.temperature", "GPU 2", "warning"),
+    }
+
+
+def test_a_gpu_another_program_holds_is_not_taken_without_force(host: tuple[HostSandbox, HostTarget]) -> None:
+    sb, target = host
+    # The lab's amd-smi lists no process; a GPU in use is a stand-in that says so (the recorded shape).
+    real = sb.bin / "amd-smi"
+    (sb.bin / "amd-smi.lab").write_bytes(real.read_bytes())
+    (sb.bin / "amd-smi.lab").chmod(0o755)
+    busy = '[{"gpu": 0, "process_list": [{"process_info": {"name": "pt_main_thread", "pid": 207590}}]}]'
+    real.write_text(f'#!/bin/sh\nif [ "$1" = process ]; then echo \'{busy}\'; else exec "{sb.bin}/amd-smi.lab" "$@"; fi\n')
+    job = BurninJob(server=SERVER, target=target, hostvars=sb.vars(), kind=KIND, model=MODEL, seconds=1.0, grace=20.0, interval=0.2,
+                    boards=[InvBoard(serial=f"PCB-MI300X-{n:04d}", kind=KIND, slot=n) for n in range(8)], board_kind=KIND)  # fmt: skip
+    out = asyncio.run(burn(job))
+    assert out.error is not None and "GPU 0 (pt_main_thread pid 207590)" in out.error and "--force" in out.error
+    assert "reset" not in (sb.calls_log.read_text() if sb.calls_log.exists() else "")
+    assert _burn(sb, target, force=True) == {n: ("pass", set()) for n in range(8)}
+    assert sb.calls_log.read_text().count("amd-smi reset --gpureset -g") == 8
