@@ -62,8 +62,10 @@ RENAMED_KEYS = {"retired_pages_max": ("retired_pages_fail", lambda v: None if v 
 WORKLOAD_BOARDS: dict[str, tuple[str, ...]] = {w: tuple(k for k, v in BURNIN_WORKLOADS.items() if v == w)
                                                for w in dict.fromkeys(BURNIN_WORKLOADS.values())}  # fmt: skip
 BOARD_KINDS = WORKLOAD_BOARDS
-#: The verdict a criterion gives when the file's ``severity`` does not name it (the rest: fail).
-DEFAULT_SEVERITY = {"retired_pending": "degraded", "xid_other": "degraded"}
+#: The verdict a criterion gives when the kind's ``severity`` does not name it (the rest: fail), as the shipped drivers'
+#: maps give them, so a driver's criteria need name only what it judges otherwise.
+DEFAULT_SEVERITY = {"retired_pending": "degraded", "xid_other": "degraded", "diag_warn": "degraded", "power": "degraded",
+                    "corrected_errors": "degraded", "throughput": "by_fraction", "temperature": "by_limit", "firmware": "note"}  # fmt: skip
 
 Severity = Literal["fail", "degraded", "note", "by_fraction", "by_limit"]
 
@@ -76,6 +78,29 @@ def board_kinds() -> list[str]:
     return list(dict.fromkeys([*BOARD_KIND_NAMES, *driver_names("accel")]))
 
 
+def unloadable_drivers() -> dict[str, str]:
+    """The board kinds whose registered accelerator driver cannot be loaded, and why (their boards get no defaults)."""
+    return dict(_drivers()[1])
+
+
+def _drivers() -> tuple[list[Any], dict[str, str]]:
+    """(kind, driver) of every board kind an accelerator driver registers, and the kinds whose driver cannot be loaded.
+
+    A driver that cannot be imported (a broken install, a third party's bug) costs its own kind its defaults, not every
+    kind's burn-in and sweep: :func:`burnin_kind` names it when that kind is asked for.
+    """
+    from fleetctl.plugins import accel_driver, driver_names
+
+    loaded: list[Any] = []
+    broken: dict[str, str] = {}
+    for kind in driver_names("accel"):
+        try:
+            loaded.append((kind, accel_driver(kind)))
+        except Exception as e:  # noqa: BLE001 - any import error of a plug-in is that kind's, said when it is used
+            broken[kind] = f"{type(e).__name__}: {e}"
+    return loaded, broken
+
+
 def driver_defaults() -> dict[str, dict[str, Any]]:
     """The criteria the registered accelerator drivers ship (:meth:`~fleetctl.interfaces.accel.AccelDriver.criteria`):
     each board kind's levels and criteria from the driver registered for that kind, the hardware models' keys from any.
@@ -83,12 +108,9 @@ def driver_defaults() -> dict[str, dict[str, Any]]:
     Raises:
         InputError: a driver's criteria cannot be read (naming its file).
     """
-    from fleetctl.plugins import accel_driver, driver_names
-
     out: dict[str, dict[str, Any]] = {"levels": {}, "kinds": {}, "models": {}}
     read: dict[type, Any] = {}  # a driver serving several kinds is read once
-    for kind in driver_names("accel"):
-        drv = accel_driver(kind)
+    for kind, drv in _drivers()[0]:
         if type(drv) not in read:
             try:
                 read[type(drv)] = drv.criteria() or {}
@@ -126,6 +148,9 @@ def burnin_kind(spelling: str) -> str:
     if kind not in known:
         raise InputError(f"{spelling!r} is not a board kind: use {', '.join(burnable) or 'none (no accelerator driver installed)'}",
                          field="--kind")  # fmt: skip
+    broken = unloadable_drivers()
+    if kind in broken:
+        raise InputError(f"{kind}: its accelerator driver cannot be loaded ({broken[kind]})", field="--kind")
     if kind not in burnable:
         about = f" ({BOARD_KIND_NAMES[kind]})" if kind in BOARD_KIND_NAMES else ""
         raise InputError(f"{kind}{about}: no burn-in for this kind; burn-in serves {', '.join(burnable) or 'none'}",
