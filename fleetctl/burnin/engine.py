@@ -7,11 +7,14 @@ known to be there:
    of the kind asked for, in a state whose OS answers; in-service servers only
    when named with ``--force``; the criteria and level; each server's SSH
    endpoint and boards. Anything missing is one :class:`InputError` (exit 2).
-2. :func:`run`: lock the servers, open (or resume) the run, then per server,
-   at most ``concurrency`` at once: the stages on the host (``host.burn``)
-   beside the BMC's sensors, the verdict per board (``verdict.evaluate``),
-   and, in one transaction per server, the results, the boards' states, the
-   RMA entries of failing boards and the server's move to maintenance.
+2. the run, as the burn-in workflow's description has it
+   (:mod:`fleetctl.burnin.workflow`, on either engine): lock the servers,
+   :func:`open_run` (new or resumed), then per server, at most
+   ``concurrency`` at once, :func:`burn_server`: the stages on the host
+   (``host.burn``) beside the BMC's sensors (:class:`BmcWatch`), the verdict
+   per board (``verdict.evaluate``), and, in one transaction per server, the
+   results, the boards' states, the RMA entries of failing boards and the
+   server's move to maintenance; :func:`close_run`.
 
 A run killed half-way keeps the servers it finished; the next run of the same
 kind, level and duration resumes it (servers already done are not run again

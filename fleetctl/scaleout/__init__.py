@@ -17,8 +17,13 @@ The modules:
 
 - :mod:`.queues`: task queue names, timeouts and retry policies (no imports
   but the standard library: the workflow sandbox re-imports it);
-- :mod:`.workflows`: the workflows (deterministic; no I/O);
-- :mod:`.activities`: the activities, run by the workers;
+- :mod:`.run_wf`, :mod:`.run_act`: any described workflow
+  (:mod:`fleetctl.workflows.describe`: burn-in, the sweep's reading): one
+  parent workflow ``fleetctl.run`` and one activity set, dispatching by the
+  description's name;
+- :mod:`.workflows`, :mod:`.firmware_wf`: provisioning's and the firmware
+  campaign's own workflows (deterministic; no I/O);
+- :mod:`.activities`: provisioning's activities, run by the workers;
 - :mod:`.worker`: ``fleetctl worker``;
 - :mod:`.client`: connecting, the store check, starting and following a run.
 """

@@ -1,7 +1,8 @@
 """`fleetctl sweep` on both engines: the same lab, the same faults, the same findings.
 
-Through Temporal, the sweep's targets are read in shards by site, each shard an activity on a worker of its site
-(docs/scale-out.md); the run is opened, journaled and closed in the same store as in process.
+Through Temporal, the sweep's targets are read in shards by site, each shard a unit of the generic workflow (``fleetctl.run``,
+the sweep's description: ``fleetctl.sweep.workflow``), an activity on a worker of its site (docs/scale-out.md); the run is
+opened, journaled and closed in the same store as in process.
 """
 
 from __future__ import annotations
@@ -34,12 +35,14 @@ async def _shard_workers(address: str) -> list[tuple[str, str]]:
 
     client = await Client.connect(address)
     out = []
-    async for wf in client.list_workflows("WorkflowType = 'fleetctl.sweep'"):
+    async for wf in client.list_workflows("WorkflowType = 'fleetctl.run'"):
+        if not wf.id.startswith("fleetctl-sweep-"):
+            continue
         history = (await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()).to_json_dict()
         sites: dict[str, str] = {}
         for ev in history["events"]:
             attrs = ev.get("activityTaskScheduledEventAttributes")
-            if attrs and attrs["activityType"]["name"] == "fleetctl.sweep.shard":
+            if attrs and attrs["activityType"]["name"] == "fleetctl.run.unit":
                 sites[ev["eventId"]] = attrs["taskQueue"]["name"].removeprefix("fleetctl-site-")
             attrs = ev.get("activityTaskStartedEventAttributes")
             if attrs and attrs["scheduledEventId"] in sites:
@@ -77,7 +80,8 @@ async def _sweep_workflows(address: str) -> dict[str, str]:
     from temporalio.client import Client
 
     client = await Client.connect(address)
-    return {wf.id: wf.status.name if wf.status else "?" async for wf in client.list_workflows("WorkflowType = 'fleetctl.sweep'")}
+    return {wf.id: wf.status.name if wf.status else "?" async for wf in client.list_workflows("WorkflowType = 'fleetctl.run'")
+            if wf.id.startswith("fleetctl-sweep-")}  # fmt: skip
 
 
 def test_an_interrupted_sweep_stops_its_shards_on_the_workers(lab, cli, temporal, workers, tmp_path):  # type: ignore[no-untyped-def]
