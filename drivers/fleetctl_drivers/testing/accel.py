@@ -20,10 +20,12 @@ The rules:
 - what it reads is typed and sane (:func:`check_reading`): board names
   unique, serials non-empty or None, temperatures within physical range,
   counters never negative, a PCIe link within what PCIe has;
-- the burn-in stages on a healthy stand-in give one observation per
-  inventory board, each present, with no error; a board the host's tool does
-  not list (an inventory board the host lacks) is ``present=False``, never a
-  crash; a stage may refuse to go on only with a ``StageError``.
+- the burn-in stages on a healthy stand-in (or on a recording that answers
+  every stage) give one observation per inventory board, each present, none
+  lost or hung, the workload's own verdict read as a pass, with no error; a
+  board the host's tool does not list (an inventory board the host lacks) is
+  ``present=False``, never a crash; a stage may refuse to go on only with a
+  ``StageError``.
 
 To run it for a driver, subclass :class:`AccelContract` in a test module (the
 subclass's name starts with ``Test``)::
@@ -296,9 +298,10 @@ async def run_stages(driver: AccelDriver, ctx: ContractContext, *, upto: str = "
 
 
 def make_job(host: Any, kind: str, boards: Sequence[InvBoard], hostvars: Mapping[str, Any], *, seconds: float,
-             model: str | None = None) -> BurninJob:  # fmt: skip
+             model: str | None = None, diag_level: int | None = None) -> BurninJob:  # fmt: skip
     return BurninJob(server=host.target.name, target=host.target, hostvars=dict(hostvars), kind=kind, boards=list(boards), model=model,
-                     seconds=seconds, grace=30.0, interval=max(0.2, seconds / 4), command_timeout=30.0, board_kind=kind)  # fmt: skip
+                     seconds=seconds, grace=30.0, interval=max(0.2, seconds / 4), command_timeout=30.0, board_kind=kind,
+                     dcgm_level=diag_level)  # fmt: skip
 
 
 # --------------------------------------------------------------------------
@@ -405,13 +408,17 @@ def check_survives(r: AccelReading, failure: str, host: str) -> None:
 class Recording:
     """A host whose tools answer from recorded output (see :class:`RecordedHost` for ``answers``).
 
-    ``boards``: how many boards the read must list (None: not checked); ``hostvars``: the inventory's host variables.
+    ``boards``: how many boards the read must list (None: not checked); ``hostvars``: the inventory's host variables;
+    ``stages``: the answers cover every burn-in stage too (the workload's output, the diagnostic's at ``diag_level``),
+    so the stages run on it whole.
     """
 
     name: str
     answers: Mapping[str, Answer | Path | str]
     boards: int | None = None
     hostvars: Mapping[str, Any] = field(default_factory=dict)
+    stages: bool = False
+    diag_level: int | None = None
 
     def host(self) -> RecordedHost:
         return RecordedHost(f"rec-{self.name}", self.answers)
@@ -480,7 +487,10 @@ class AccelContract:
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         """Per driver: the failures, each recording, the stand-in tests."""
         drivers = list(self.drivers())
-        if "recording" in metafunc.fixturenames:
+        if "staged" in metafunc.fixturenames:
+            metafunc.parametrize(("label", "staged"), [pytest.param(label, r, id=f"{label}-{r.name}") for label in drivers
+                                                       for r in self.recordings_of(label) if r.stages])  # fmt: skip
+        elif "recording" in metafunc.fixturenames:
             metafunc.parametrize(("label", "recording"), [pytest.param(label, r, id=f"{label}-{r.name}") for label in drivers
                                                           for r in self.recordings_of(label)])  # fmt: skip
         elif "failure" in metafunc.fixturenames:
@@ -533,6 +543,25 @@ class AccelContract:
         out = _run(run_stages(d, ContractContext(host, make_job(host, kind, boards, recording.hostvars, seconds=1)), upto="prechecks"))
         self._check_presence(out, boards)
 
+    def test_burnin_on_a_recording(self, label: str, staged: Recording) -> None:
+        """A recording that answers every stage: each board the read listed is present, none lost, hung or failed."""
+        missing = staged.missing()
+        if missing:
+            pytest.skip(f"recorded output not found: {', '.join(missing)}")
+        d = self.drivers()[label]
+        r = _run(d.read(staged.host(), staged.hostvars, timeout=self.read_timeout))
+        listed = list(dict.fromkeys(b.serial for b in r.boards or [] if b.serial))
+        assert listed, f"a staged recording must list boards with serials (errors: {r.errors})"
+        kind = d.kinds[0]
+        boards = [InvBoard(serial=s, kind=kind) for s in listed]
+        host = staged.host()
+        ctx = ContractContext(host, make_job(host, kind, boards, staged.hostvars, seconds=1, diag_level=staged.diag_level))
+        out = _run(run_stages(d, ctx))
+        self._check_presence(out, boards)
+        for o in out.observations:
+            assert o.lost is None and not o.hung, o
+            assert o.workload_ok is True, f"{o.device}: the recorded workload passed, the driver says {o.workload_ok}: {o.evidence}"
+
     def test_standin_read(self, label: str, tmp_path: Path) -> None:
         """The stand-in host reads whole: every inventory board listed, no error."""
         s = self._standin(label, tmp_path)
@@ -552,7 +581,7 @@ class AccelContract:
         self._check_presence(out, s.boards)
         for o in out.observations:
             assert o.lost is None and not o.hung, o
-            assert o.workload_ok is not False, f"{o.device}: the workload failed on a healthy board: {o.evidence}"
+            assert o.workload_ok is True, f"{o.device}: the workload on a healthy board gave {o.workload_ok}: {o.evidence}"
 
     def test_standin_marks_a_missing_board(self, label: str, tmp_path: Path) -> None:
         """An inventory board the stand-in host does not have is ``present=False``; its own boards are present."""
