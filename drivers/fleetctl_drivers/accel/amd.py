@@ -496,9 +496,9 @@ def parse_rvs(text: str) -> RvsReport:
                 continue
             locs = [_RVS_SUMMARY_LOC.match(c) for c in cells]
             if pending_ids and any(locs):
-                for gid, loc in zip(pending_ids, locs, strict=False):
-                    if gid is not None and loc is not None:
-                        gpus[gid] = (int(loc.group(1)), loc.group(2).lower())
+                for rid, loc in zip(pending_ids, locs, strict=False):
+                    if rid is not None and loc is not None:
+                        gpus[rid] = (int(loc.group(1)), loc.group(2).lower())
                 pending_ids = []
     return RvsReport(results={k: RvsResult(**v) for k, v in results.items()}, gpus=gpus, actions=actions)
 

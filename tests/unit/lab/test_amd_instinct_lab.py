@@ -100,7 +100,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[HostSandbox, 
     return sb, target
 
 
-def _burn(sb: HostSandbox, target: HostTarget, *, force: bool = False) -> dict[int, tuple[str, set[str]]]:
+def _burn(sb: HostSandbox, target: HostTarget, *, force: bool = False) -> dict[int | None, tuple[str, set[str]]]:
     job = BurninJob(server=SERVER, target=target, hostvars=sb.vars(), kind=KIND, model=MODEL, seconds=2.0, grace=20.0, interval=0.05,
                     boards=[InvBoard(serial=f"PCB-MI300X-{n:04d}", kind=KIND, slot=n, pci_address=bdf) for n, bdf in enumerate(BDFS)],
                     board_kind=KIND, force=force, command_timeout=30.0)  # fmt: skip
