@@ -34,7 +34,8 @@ BUILTIN = (BURNIN, SWEEP)
 
 def _context(actor: str = "fleetctl", **kw: Any) -> Context:
     info = activity.info()
-    return Context("temporal", str(Holder.of_workflow(actor, info.workflow_id)), workflow_id=info.workflow_id, attempt=info.attempt, **kw)
+    wid = info.workflow_id or ""
+    return Context("temporal", str(Holder.of_workflow(actor, wid)), workflow_id=wid, attempt=info.attempt, **kw)
 
 
 def _owner_actor(run: dict[str, Any]) -> str:
