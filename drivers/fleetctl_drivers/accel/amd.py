@@ -616,21 +616,22 @@ def _commands(smi: str, names: tuple[str, ...]) -> dict[str, str]:
 
 
 def match_boards(boards: list[InvBoard], gpus: list[AmdGpu]) -> dict[str, AmdGpu | None]:
-    """Inventory serial -> the GPU that is that board: by serial, else by PCI address, else by slot order among the rest."""
+    """Inventory serial -> the GPU that is that board: by serial, else by PCI address; None: the host does not list it.
+
+    Never by order: a board the host lacks must not take another GPU's place (a GPU whose serial amd-smi cannot read
+    is found by its address, as the inventory records it).
+    """
     out: dict[str, AmdGpu | None] = {}
     free = sorted(gpus, key=lambda g: (g.bdf or "", g.index))
     by_serial = {g.serial.lower(): g for g in free if g.serial}
     by_bdf = {g.bdf: g for g in free if g.bdf}
-    rest: list[InvBoard] = []
     for b in sorted(boards, key=lambda b: (b.slot if b.slot is not None else 1 << 30, b.serial)):
         g = by_serial.get(b.serial.lower()) or by_bdf.get((b.pci_address or "").lower())
         if g is not None and g in free:
             free.remove(g)
             out[b.serial] = g
         else:
-            rest.append(b)
-    for b in rest:
-        out[b.serial] = free.pop(0) if free and not any(g.serial for g in free) else None
+            out[b.serial] = None
     return out
 
 

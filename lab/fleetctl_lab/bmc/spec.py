@@ -199,6 +199,10 @@ def _mac(i: int, port: int) -> str:
     return "02:1a:" + ":".join(f"{(n >> s) & 0xFF:02x}" for s in (24, 16, 8, 0))
 
 
+#: The PCI buses of an eight-GPU MI300X node (the topology tables in ROCm/amdsmi's CHANGELOG.md; tests/data/accel/amd).
+AMD_MI300X_BUSES = (0x0C, 0x22, 0x38, 0x5C, 0x9F, 0xAF, 0xBF, 0xDF)
+
+
 def generate_specs(
     n: int,
     *,
@@ -210,7 +214,8 @@ def generate_specs(
 ) -> list[LabServerSpec]:
     """Make ``n`` realistic servers: alternating MN-Core servers (4 MN-Core 2
     boards, 2 NICs) and GPU servers (8 GPUs, 2 NICs), cycling through the
-    given vendor flavours. Names are ``{prefix}-{kind}-{i:05d}``.
+    given vendor flavours. Names are ``{prefix}-{kind}-{i:05d}``. ``mix`` may
+    also name ``amd``: an MI300X-like server (8 AMD Instinct boards).
     """
     specs: list[LabServerSpec] = []
     for j in range(n):
@@ -224,6 +229,10 @@ def generate_specs(
                 LabBoard(kind="mncore2", serial=f"MNC2-{i:05d}-{b}", slot=1 + b) for b in range(4)
             ]
             model, manuf, idle, peak = "MN-Server 2", "Preferred Networks", 450.0, 2600.0
+        elif kind == "amd":  # an MI300X-like server: 8 OAM boards at the PCI addresses of a real 8 x MI300X node
+            boards = [LabBoard(kind="amd-instinct", serial=f"AMD{i:05d}{b:02d}", slot=1 + b, pci_address=f"0000:{bus:02x}:00.0")
+                      for b, bus in enumerate(AMD_MI300X_BUSES)]  # fmt: skip
+            model, manuf, idle, peak = "AS-8125GS-TNMR2", "Supermicro", 1500.0, 8000.0
         elif flavour == "nvidia":  # a GB200-like compute tray: 4 GPUs in 2 processor modules
             boards = [LabBoard(kind="gpu", serial=f"GPU{i:05d}{b:02d}", slot=1 + b, model="NVIDIA GB200") for b in range(4)]
             model, manuf, idle, peak = "GB200 NVL Compute Tray", "NVIDIA", 1200.0, 5600.0

@@ -171,6 +171,13 @@ def test_boards_are_matched_by_serial_then_address_and_a_missing_one_takes_no_ot
               InvBoard(serial="0xC", kind="amd-instinct", slot=2, pci_address="0000:38:00.0")]  # fmt: skip
     got = {s: (g.index if g else None) for s, g in match_boards(boards, gpus).items()}
     assert got == {"0xb": 1, "0xA": 0, "0xC": None}
+    # A GPU whose serial amd-smi cannot read is found by its address only: an absent board does not take its place.
+    gpus = parse_static(json.dumps([{"gpu": 0, "asic": {"asic_serial": "N/A"}, "bus": {"bdf": "0000:0c:00.0"}}]))
+    got = {s: (g.index if g else None) for s, g in match_boards([InvBoard(serial="0xZ", kind="amd-instinct", slot=0)], gpus).items()}
+    assert got == {"0xZ": None}
+    got = {s: (g.index if g else None) for s, g in match_boards([InvBoard(serial="0xZ", kind="amd-instinct", slot=0,
+                                                                           pci_address="0000:0C:00.0")], gpus).items()}  # fmt: skip
+    assert got == {"0xZ": 0}
 
 
 def test_the_driver_is_registered_for_its_kind_with_its_criteria() -> None:
