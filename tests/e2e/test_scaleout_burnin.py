@@ -278,3 +278,55 @@ def test_a_cancelled_run_is_interrupted_and_the_next_one_resumes_it(lab, cli, te
     assert (Path(lab["hosts"][MN1]["dir"]) / "calls.log").read_text().count("gpfn3-smi reset") == 4  # MN1 not run again
     assert _query("SELECT server, count(*) FROM burnin_result GROUP BY server ORDER BY server") == [(MN1, 4), (MN2, 4)]
     assert _query("SELECT state FROM burnin_run") == [("finished",)]
+
+
+def test_on_temporal_a_burnin_plans_once(lab, cli, temporal, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The command plans (every refusal, exit 2) and hands the plan on: the workers' open and units do not plan again.
+
+    Counted across the command and a worker of the site started in this process, at the plan's last step (the preflight
+    of the servers' BMC credentials, which every ``plan()`` runs): once, not 1 + 1 + one per server.
+    """
+    import threading
+
+    from fleetctl import preflight
+    from fleetctl.scaleout.worker import run_worker
+
+    calls: list[str] = []
+    real = preflight.for_burnin
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(preflight, "for_burnin", counted)
+    stops: list[Any] = []  # the worker's stop (its SIGTERM handler), called from here; signals are the main thread's
+    monkeypatch.setattr(asyncio.SelectorEventLoop, "add_signal_handler", lambda _loop, _sig, cb, *a: stops.append(cb))
+    ready = threading.Event()
+    loops: list[asyncio.AbstractEventLoop] = []
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        loop = asyncio.new_event_loop()
+        loops.append(loop)
+        try:
+            loop.run_until_complete(run_worker("tyo1", temporal.address, "default", ready=lambda _said: ready.set()))
+        except BaseException as e:  # noqa: BLE001 - said by the test
+            failed.append(e)
+        finally:
+            loop.close()
+
+    worker = threading.Thread(target=work, name="worker-tyo1", daemon=True)
+    worker.start()
+    assert ready.wait(240), failed
+    try:
+        _faults(lab, MN1, ["healthy"] * 4)
+        _faults(lab, MN2, ["healthy"] * 4)
+        r = cli("burnin", "--mncore", MN1, MN2, *FAST, "-o", "json")
+        assert r.code == 0, r.out + r.err
+        assert len(_json(r)["boards"]) == 8
+    finally:
+        for stop in stops:
+            loops[0].call_soon_threadsafe(stop)
+        worker.join(60)
+    assert not failed, failed
+    assert calls == ["MainThread"], calls  # the command's plan, and no other
