@@ -179,3 +179,17 @@ def test_a_gpu_another_program_holds_is_not_taken_without_force(host: tuple[Host
     assert "reset" not in (sb.calls_log.read_text() if sb.calls_log.exists() else "")
     assert _burn(sb, target, force=True) == {n: ("pass", set()) for n in range(8)}
     assert sb.calls_log.read_text().count("amd-smi reset --gpureset -g") == 8
+
+
+def test_a_hung_workload_is_stopped_and_its_boards_are_hung(host: tuple[HostSandbox, HostTarget]) -> None:
+    sb, target = host
+    set_board_fault(sb.boards_file, "3", "hang")  # RVS runs all GPUs in one process: it never ends for any of them
+    job = BurninJob(server=SERVER, target=target, hostvars=sb.vars(), kind=KIND, model=MODEL, seconds=0.5, grace=1.5, interval=0.2,
+                    boards=[InvBoard(serial=f"PCB-MI300X-{n:04d}", kind=KIND, slot=n) for n in range(8)], board_kind=KIND)  # fmt: skip
+    out = asyncio.run(burn(job))
+    assert out.error is None, out.error
+    crit = criteria_mod.load().for_board(KIND, MODEL)
+    assert {o.slot: evaluate(o, crit).verdict for o in out.observations} == {n: "fail" for n in range(8)}
+    assert all(o.hung and not o.lost for o in out.observations)
+    # The session was killed whole (its id file gone), so the next run starts clean.
+    assert not (Path(sb.vars()["fleetctl_root"]) / "var/tmp/fleetctl-burnin/pgid").exists()
