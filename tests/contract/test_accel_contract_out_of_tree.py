@@ -201,3 +201,15 @@ def test_the_drivers_package_needs_pytest_only_for_its_contract_suites() -> None
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "testing needs pytest"
+
+
+def test_a_package_outside_the_repository_runs_the_contract(tmp_path: Path) -> None:
+    """This module copied to a folder of its own (no conftest, no configuration of this repository): pytest collects
+    the toy's contract from the installed drivers distribution and it passes."""
+    (tmp_path / "test_toy_accel.py").write_text(Path(__file__).read_text())
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # the package's own (empty) configuration, not this repository's
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist",
+                           "-k", "TestToyContract", "test_toy_accel.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "12 passed" in done.stdout, done.stdout[-2000:]
