@@ -56,7 +56,21 @@ Short = Annotated[str, Field(max_length=SHORT_MAX), AfterValidator(_one_line)]
 # An integer: never a boolean.
 Int = Annotated[int, BeforeValidator(_not_bool)]
 Vlan = Annotated[Int, Field(ge=1, le=4094)]
-BoardKind = Literal["mncore2", "mncore", "gpu"]
+#: The board kinds every inventory knows; any kind an installed accelerator driver registers (``fleetctl.accel``) is one
+#: too, so a new kind needs no edit here (``fleetctl.burnin.criteria.board_kinds`` is the same vocabulary).
+BOARD_KINDS = ("mncore2", "mncore", "gpu")
+
+
+def _board_kind(v: str) -> str:
+    from fleetctl.plugins import driver_names
+
+    known = list(dict.fromkeys([*BOARD_KINDS, *driver_names("accel")]))
+    if v not in known:
+        raise ValueError(f"{v!r} is not a board kind (the board kinds: {', '.join(known)})")
+    return v
+
+
+BoardKind = Annotated[str, AfterValidator(_board_kind)]
 ServerStateName = Literal[
     "registered", "inspected", "preparing", "installing", "configuring", "validating",
     "ready", "in-service", "maintenance", "failed", "rma",

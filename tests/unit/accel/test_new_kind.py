@@ -218,3 +218,15 @@ def test_a_driver_that_cannot_be_loaded_costs_only_its_own_kind(monkeypatch: pyt
     assert crit.burnin_kind("gpu") == "gpu" and crit.load().level("gpu", "quick").seconds == 60  # the others burn in as before
     with pytest.raises(InputError, match=r"npu-broken: its accelerator driver cannot be loaded \(ModuleNotFoundError: No module"):
         crit.burnin_kind("npu-broken")
+
+
+def test_a_site_file_may_name_a_new_kind_once_its_driver_is_registered(npu_registered: None) -> None:
+    from pydantic import ValidationError
+
+    from fleetctl.interfaces.bmc import Board
+    from fleetctl.inventory.schema import BoardsSpec
+
+    assert BoardsSpec(kind=KIND, count=8).kind == KIND  # a hardware model's boards: kind npu-x1
+    assert Board(kind=KIND, serial="N0").kind == KIND  # as the BMC driver's board rules may name it
+    with pytest.raises(ValidationError, match=rf"'tpu' is not a board kind \(the board kinds: mncore2, mncore, gpu, .*{KIND}"):
+        BoardsSpec(kind="tpu", count=8)
