@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from fleetctl.errors import FleetError
@@ -94,7 +94,6 @@ class Context:
     attempt: int = 1  # a unit's attempt (Temporal; 1 in process)
     progress: Any = None  # the command's live view (in process only; on Temporal the command follows the status query)
     shared: Any = None  # what the description's session gave the units of one batch
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Description(ABC, Generic[Req, Run, In, Out, Res]):
@@ -153,11 +152,6 @@ def described(name: str) -> Description[Any, Any, Any, Any, Any]:
         return _REGISTRY[name]
     except KeyError:
         raise FleetError(f"no workflow is described as {name!r} here (known: {', '.join(sorted(_REGISTRY)) or 'none'})") from None
-
-
-def names() -> list[str]:
-    """The registered descriptions' names, sorted."""
-    return sorted(_REGISTRY)
 
 
 def plain(value: Any, cls: Any = None) -> Any:
@@ -231,5 +225,5 @@ async def _units(description: Description[Any, Run, In, Out, Any], ctx: Context,
         await asyncio.gather(*(one(u) for u in opened.units))
 
 
-__all__ = ["Context", "Description", "Opened", "Outcome", "Unit", "arun_local", "described", "names", "plain", "register", "run_local",
+__all__ = ["Context", "Description", "Opened", "Outcome", "Unit", "arun_local", "described", "plain", "register", "run_local",
            "typed"]  # fmt: skip
