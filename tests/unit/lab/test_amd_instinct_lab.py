@@ -6,8 +6,8 @@ faults) is reached through the core's burn-in stage runner
 (``fleetctl.sweep.host.read_host``, the ``host`` level of the check registry),
 judged by ``fleetctl.burnin.verdict`` on the criteria the driver ships. Only the
 SSH transport is replaced: the host's commands run in its sandbox here, as the
-lab's SSH server would run them (the inventory cannot hold this board kind yet:
-see docs/accelerators.md, "AMD Instinct").
+lab's SSH server would run them (tests/e2e/test_amd_instinct_lab.py runs the
+same through the CLI, the inventory and SSH).
 """
 
 from __future__ import annotations
