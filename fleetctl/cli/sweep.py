@@ -140,6 +140,7 @@ def run(
     from fleetctl.preflight import for_sweep
     from fleetctl.sweep.engine import SweepOptions
     from fleetctl.sweep.engine import run as run_sweep
+    from fleetctl.sweep.workflow import local_collector
 
     if level not in ("bmc", "host"):
         raise InputError(f"--level {level!r}: use bmc or host", field="--level")
@@ -168,10 +169,10 @@ def run(
                        TextColumn("{task.fields[last]}"), console=console(stderr=True), transient=True)  # fmt: skip
         with bar:
             task = bar.add_task("sweep", total=total, last="")
-            result = run_sweep(servers, switches, selector=" ".join(selector), options=opts,
-                               progress=lambda d, t, n, s: bar.update(task, completed=d, last=f"{n} {s}"))  # fmt: skip
-    else:
-        result = run_sweep(servers, switches, selector=" ".join(selector), options=opts)
+            here = local_collector(servers, switches, opts, progress=lambda d, t, n, s: bar.update(task, completed=d, last=f"{n} {s}"))
+            result = run_sweep(servers, switches, selector=" ".join(selector), options=opts, collect=here)
+    else:  # in process: the sweep's description run here (fleetctl.sweep.workflow), one shard of every target
+        result = run_sweep(servers, switches, selector=" ".join(selector), options=opts, collect=local_collector(servers, switches, opts))
     if textfile is not None:
         from fleetctl.sweep.prometheus import write_textfile
 

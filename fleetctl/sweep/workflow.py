@@ -22,18 +22,22 @@ reads them): every worker judges by the command's, not by its own copy.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import math
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from sqlalchemy import delete, select
 
+from fleetctl.errors import FleetError
+from fleetctl.holders import Holder
 from fleetctl.store import get_engine, immediate
 from fleetctl.store import tables as T
 from fleetctl.sweep.engine import Recorder, SweepOptions, sweep_targets
 from fleetctl.targets import resolve, resolve_switches
-from fleetctl.workflows.describe import Context, Description, Opened, Outcome, Unit, register
+from fleetctl.workflows.describe import Context, Description, Opened, Outcome, Unit, arun_local, register
 
 SHARD_TARGETS = 1000  # servers per unit
 SHARDS_AT_ONCE = 1  # shards a worker (a process) reads at once, each with the sweep's own concurrency
@@ -68,6 +72,7 @@ class ShardSummary:
     resolved: list[dict[str, Any]] = field(default_factory=list)
     persisting: list[dict[str, Any]] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # shards never read (close's summary): "KEY: why"
 
 
 def _sites(kind: str, table: Any, names: list[str]) -> dict[tuple[str, str], str]:
@@ -102,8 +107,11 @@ class SweepWorkflow(Description[SweepRequest, SweepRequest, Shard, ShardSummary,
         self.gate = asyncio.Semaphore(SHARDS_AT_ONCE)
 
     def open(self, ctx: Context, request: SweepRequest) -> Opened[SweepRequest, Shard]:
-        """The shards, by site: the run itself is the command's (it was opened before, and is closed after)."""
-        size = max(1, int(request.shard or SHARD_TARGETS))
+        """The shards, by site: the run itself is the command's (it was opened before, and is closed after). ``shard`` 0:
+        one shard of every target, wherever it is (in process: one reader, with the sweep's own concurrency)."""
+        if not request.shard:
+            return Opened(request, [Unit("all", "", Shard(request.servers, request.switches))], concurrency=1, attempts=1)
+        size = max(1, int(request.shard))
         site_of = {**_sites("server", T.server, request.servers), **_sites("switch", T.switch, request.switches)}
         by_site: dict[str, dict[str, list[str]]] = {}
         for kind, names in (("server", request.servers), ("switch", request.switches)):
@@ -121,9 +129,19 @@ class SweepWorkflow(Description[SweepRequest, SweepRequest, Shard, ShardSummary,
                 units.append(Unit(f"{site}/{k}", site, part, 300 + 4 * waves * opts.per_target_timeout))
         return Opened(request, units, concurrency=max(1, len(units)), attempts=3)
 
+    @contextlib.asynccontextmanager
+    async def session(self, ctx: Context, run: SweepRequest, units: list[Shard]) -> AsyncIterator[Any]:
+        """In process, the command's own (:func:`local_collector`): its recorder and the targets it resolved."""
+        yield ctx.shared
+
     async def unit(self, ctx: Context, run: SweepRequest, data: Shard) -> ShardSummary:
-        """Read and judge a shard's targets into the run; the run's summary of them."""
+        """Read and judge a shard's targets into the run; the run's summary of them (in process the command's recorder
+        has them already: the summary is then empty)."""
         engine = get_engine()
+        here: Here | None = ctx.shared
+        if here is not None:  # in process: the command's recorder and targets, nothing read or resolved again
+            await sweep_targets(engine, here.rec, here.servers, here.switches, run.options, ctx.progress, criteria=here.criteria)
+            return ShardSummary()
         with engine.connect() as c:
             servers = resolve(c, data.servers) if data.servers else []
             switches = resolve_switches(c, data.switches) if data.switches else []
@@ -152,6 +170,7 @@ class SweepWorkflow(Description[SweepRequest, SweepRequest, Shard, ShardSummary,
         out = ShardSummary()
         for o in outcomes:
             if o.out is None:
+                out.lost.append(f"{o.key}: {o.lost}")
                 continue
             for k, v in o.out.counts.items():
                 out.counts[k] = out.counts.get(k, 0) + v
@@ -163,12 +182,45 @@ class SweepWorkflow(Description[SweepRequest, SweepRequest, Shard, ShardSummary,
 SWEEP = register(SweepWorkflow())
 
 
+@dataclass
+class Here:
+    """In process, what the command has already: its run's recorder, the targets it resolved, the criteria (None: in force)."""
+
+    rec: Recorder
+    servers: list[Any]
+    switches: list[Any]
+    criteria: Any = None
+
+
+Collect = Callable[[Recorder], Coroutine[Any, Any, None]]
+
+
+def local_collector(servers: list[Any], switches: list[Any], options: SweepOptions,
+                    progress: Callable[[int, int, str, str], None] | None = None) -> Collect:  # fmt: skip
+    """``collect`` for :func:`fleetctl.sweep.engine.run` in process: the description run here (:func:`arun_local`), one
+    shard of every target, read into the command's recorder (so a Ctrl-C keeps what was read, as the run's counts)."""
+
+    async def collect(rec: Recorder) -> None:
+        req = SweepRequest(rec.run_id, rec.now.isoformat(), options, [s.name for s in servers], [w.name for w in switches], shard=0)
+        ctx = Context("process", str(Holder.me()), progress=progress, shared=Here(rec, servers, switches))
+        merge(rec, await arun_local(SWEEP, req, ctx=ctx))
+
+    return collect
+
+
 def merge(rec: Recorder, summary: ShardSummary) -> None:
-    """A summary into the command's recorder (which writes the run's counts and reports its findings)."""
+    """A summary into the command's recorder (which writes the run's counts and reports its findings).
+
+    Raises:
+        FleetError: a shard was never read (its every attempt lost, or a surprise in process): the run then ends
+            interrupted with what the others read, never as a finished sweep that skipped targets.
+    """
     for k, v in summary.counts.items():
         rec.counts[k] = rec.counts.get(k, 0) + v
     for key in ("new", "resolved", "persisting", "findings"):
         getattr(rec, key).extend(_dated(getattr(summary, key)))
+    if summary.lost:
+        raise FleetError(f"the sweep could not read {len(summary.lost)} shard(s): {'; '.join(summary.lost)[:1000]}")
 
 
-__all__ = ["SHARD_TARGETS", "SWEEP", "Shard", "ShardSummary", "SweepRequest", "SweepWorkflow", "merge"]
+__all__ = ["SHARD_TARGETS", "SWEEP", "Here", "Shard", "ShardSummary", "SweepRequest", "SweepWorkflow", "local_collector", "merge"]
