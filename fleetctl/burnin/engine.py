@@ -362,9 +362,12 @@ def stored_results(engine: Any, run_id: int, servers: set[str]) -> list[BoardRes
 def _stored(engine: Any, run_id: int, servers: set[str]) -> list[BoardResult]:
     from fleetctl.store import tables as T
 
+    c = T.burnin_result.c
     with engine.connect() as conn:
-        rows = conn.execute(select(T.burnin_result).where(T.burnin_result.c.run_id == run_id, T.burnin_result.c.server.in_(servers))
-                            .order_by(T.burnin_result.c.server, T.burnin_result.c.slot))  # fmt: skip
+        # Not the telemetry: the report does not show it (`burnin show --board` and the HTML report read it), and a
+        # fleet's samples would be most of what this reads back.
+        rows = conn.execute(select(c.server, c.serial, c.device, c.slot, c.verdict, c.reasons, c.metrics)
+                            .where(c.run_id == run_id, c.server.in_(servers)).order_by(c.server, c.slot))  # fmt: skip
         return [BoardResult(r.server, r.serial, r.device, r.slot, r.verdict, list(r.reasons or []), dict(r.metrics or {}), resumed=True)
                 for r in rows]  # fmt: skip
 

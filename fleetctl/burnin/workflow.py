@@ -46,6 +46,7 @@ from fleetctl.burnin.engine import (
 from fleetctl.burnin.host import HostJob, InvBoard
 from fleetctl.burnin.verdict import worst
 from fleetctl.errors import InputError
+from fleetctl.holders import Holder
 from fleetctl.lifecycle.locks import lock_all_recovering, release
 from fleetctl.store import get_engine
 from fleetctl.store import tables as T
@@ -235,6 +236,10 @@ class BurninWorkflow(Description[BurninRequest, BurninRunData, ServerWork, Serve
         earlier: dict[str, dict[str, str]] = {}
         for b in stored_results(engine, run_id, done_before) if done_before else []:
             earlier.setdefault(b.server, {})[b.device] = b.verdict
+        if ctx.progress is not None:  # in process, the live view: what an earlier pass did, before this one starts
+            for name in request.servers:
+                if name.name in earlier:
+                    ctx.progress(name.name, "done", {"verdict": worst(list(earlier[name.name].values())), "resumed": True})
         run = BurninRunData(run_id, journal.job_id, resumed, locked, request.actor, request.kind, request.level, request.seconds,
                             request.grace, request.interval, request.force, request.dcgm_level, request.criteria, names, earlier,
                             started)  # fmt: skip
@@ -337,25 +342,8 @@ def run(p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Pro
         raise InputError("no server to burn in", field="TARGET")
     req = request(p, restart=restart, concurrency=concurrency, actor=actor())
     wf = BurninWorkflow(resolved={s.name: s for s in p.servers})
-    summary = run_local(wf, req, progress=progress_of(progress))
-    out = result(summary, req_names(req))
-    if progress is not None:
-        for name, verdicts in summary_earlier(summary, out).items():
-            progress(name, "done", {"verdict": worst(verdicts), "resumed": True})
-    return out
-
-
-def req_names(req: BurninRequest) -> list[str]:
-    return [s.name for s in req.servers]
-
-
-def summary_earlier(summary: BurninSummary, out: RunResult) -> dict[str, list[str]]:
-    """{server: its stored verdicts} of the servers an earlier pass of the run burned in."""
-    got: dict[str, list[str]] = {}
-    for b in out.boards:
-        if b.server in summary.earlier:
-            got.setdefault(b.server, []).append(b.verdict)
-    return got
+    summary = run_local(wf, req, progress=progress_of(progress), ctx=Context("process", str(Holder.me()), progress=progress))
+    return result(summary, [s.name for s in p.servers])
 
 
 __all__ = ["BURNIN", "BurninRequest", "BurninRunData", "BurninSummary", "BurninWorkflow", "ServerSummary", "ServerWork", "request",
