@@ -1,7 +1,7 @@
 """Helpers for ``test_sweep_peers.py``: the sweep's own path to a peer, and a recording read by hand.
 
 - :func:`sweep_bmcs` runs ``collect.bmc_operation`` through the registry's BMC
-  driver exactly as ``engine._sweep`` does (``sweep_async("bmc", ..., fleets=,
+  driver exactly as ``engine.sweep_targets`` does (``sweep_async("bmc", ..., fleets=,
   read_once=True)``) and turns each result into the ``ServerReading`` the
   engine judges (a target that could not be opened gets ``session_error``).
 - :func:`sweep_switches` polls through ``sweep_async("snmp", ...)`` and builds
@@ -30,7 +30,7 @@ from fleetctl.sweep.collect import ServerReading, SwitchReading, bmc_operation, 
 
 
 def sweep_bmcs(targets: list[Any], cursors: dict[str, str | None] | None = None, *, timeout: float = 60.0) -> dict[str, ServerReading]:
-    """{target name: ServerReading}, read the way ``engine._sweep`` reads BMCs."""
+    """{target name: ServerReading}, read the way ``engine.sweep_targets`` reads BMCs."""
     from fleetctl.plugins import FleetSessions, sweep_async
 
     async def run() -> list[Any]:

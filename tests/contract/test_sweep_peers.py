@@ -2,7 +2,7 @@
 
 The sweep's own path is taken (``sweep_fixtures``): ``collect.bmc_operation``
 through the registry's Redfish driver with ``read_once=True`` inside
-``FleetSessions`` (as ``engine._sweep``), then ``engine._evaluate`` and
+``FleetSessions`` (as ``engine.sweep_targets``), then ``engine._evaluate`` and
 ``server_checks.explained``; switches through ``sweep_async("snmp", ...)``,
 a cursor stored as JSON, ``previous_poll`` and the poller class's ``rates``.
 
