@@ -15,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fleetctl_drivers.testing.accel import AccelContract, Answer, RecordedHost, Recording, StandIn
+from fleetctl_drivers.testing.accel import AccelContract, Answer, LocalHost, RecordedHost, Recording, StandIn
 
+from fleetctl.hostio import HostOutputError
 from fleetctl.interfaces.accel import (
     AccelBurnin,
     AccelDriver,
@@ -32,7 +34,7 @@ from fleetctl.interfaces.accel import (
     InvBoard,
     StageError,
 )
-from fleetctl.interfaces.host import HostSession
+from fleetctl.interfaces.host import BatchPart, HostSession
 
 LISTING = "0 TOY-A 41.5\n1 TOY-B 44.0\n"
 
@@ -178,8 +180,6 @@ def test_the_contract_fails_an_error_that_does_not_name_the_host() -> None:
 
 def test_a_recorded_host_keeps_the_real_sessions_bounds() -> None:
     host = RecordedHost("b-01", {"big": "x" * 100, "slow": Answer(times_out=True)})
-    from fleetctl.hostio import HostOutputError
-
     with pytest.raises(HostOutputError, match="more than 10 bytes"):
         asyncio.run(host.run("big", timeout=1, max_bytes=10))
     with pytest.raises(HostOutputError, match="did not end") as ei:
@@ -213,3 +213,21 @@ def test_a_package_outside_the_repository_runs_the_contract(tmp_path: Path) -> N
                           timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "12 passed" in done.stdout, done.stdout[-2000:]
+
+
+def test_a_local_host_keeps_the_real_sessions_bounds() -> None:
+    host = LocalHost("l-01")
+    with pytest.raises(HostOutputError, match="more than 1000 bytes"):
+        asyncio.run(host.run("yes | head -c 100000", timeout=30, max_bytes=1000))
+    with pytest.raises(HostOutputError, match="did not end") as ei:
+        asyncio.run(host.run("sleep 30", timeout=0.3))
+    assert ei.value.timed_out
+    # stderr is read to its end (kept up to its bound): a command printing much of it is not stopped by a full pipe
+    done = asyncio.run(host.run("head -c 300000 /dev/zero | tr '\\0' e >&2; echo ok; exit 3", timeout=30))
+    assert (done.stdout, done.exit_status, len(done.stderr)) == ("ok\n", 3, 64 << 10)
+    lines: list[tuple[str, str]] = []
+    status, hung = asyncio.run(host.stream("printf 'a\\rb\\nc'; echo oops >&2", deadline=time.monotonic() + 30,
+                                           on_line=lambda s, ln: lines.append((s, ln))))  # fmt: skip
+    assert (status, hung) == (0, False) and sorted(lines) == [("stderr", "oops"), ("stdout", "a"), ("stdout", "b"), ("stdout", "c")]
+    assert asyncio.run(host.batch({"one": "echo 1", "two": "(echo 2; exit 4)"}, timeout=30)) == {
+        "one": BatchPart("1\n", 0), "two": BatchPart("2\n", 4)}

@@ -48,6 +48,7 @@ docs/drivers.md ("Contract suites") says more.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import math
 import os
@@ -163,79 +164,106 @@ class RecordedHost:
 
 class LocalHost:
     """A :class:`~fleetctl.interfaces.host.HostSession` whose commands run on this machine (``/bin/sh -c``), bounded
-    as over SSH: stdout past ``max_bytes`` or a command past its time stops it (its whole process group) and raises
-    :class:`fleetctl.hostio.HostOutputError`. For a lab's stand-in tools, with the environment they need."""
+    as over SSH: stdout past ``max_bytes`` or a command past its time stops it (its whole process group, and our end
+    of its pipes, as closing the SSH channel does) and raises :class:`fleetctl.hostio.HostOutputError`. Output is
+    handed on as it arrives and never left in a buffer. For a lab's stand-in tools, with the environment they need."""
 
     def __init__(self, name: str, *, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None) -> None:
         self.target = HostTarget(name=name, address="127.0.0.1")
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
 
-    async def _start(self, command: str) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec("/bin/sh", "-c", command, stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                    env=self.env, cwd=self.cwd, start_new_session=True)  # fmt: skip
+    async def _execute(self, command: str, on_data: Callable[[str, bytes], None], *, deadline: float) -> tuple[int | None, bool]:
+        """Run ``command``, handing each piece of stdout/stderr to ``on_data``: (exit status, timed out).
 
-    @staticmethod
-    async def _stop(proc: asyncio.subprocess.Process) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # the group this session started for the command, by its id
-        await proc.wait()
+        ``on_data`` raising :class:`~fleetctl.hostio.HostOutputError` stops the command; the error is raised here.
+        """
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        failed: list[hostio.HostOutputError] = []
+
+        class Protocol(asyncio.SubprocessProtocol):
+            def __init__(self) -> None:
+                self.open_pipes = {1, 2}
+                self.exited = False
+
+            def _check(self) -> None:
+                if (failed or (self.exited and not self.open_pipes)) and not done.done():
+                    done.set_result(None)
+
+            def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+                if failed:
+                    return
+                try:
+                    on_data("stdout" if fd == 1 else "stderr", data if isinstance(data, bytes) else data.encode())
+                except hostio.HostOutputError as e:
+                    failed.append(e)
+                    self._check()
+
+            def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+                self.open_pipes.discard(fd)
+                self._check()
+
+            def process_exited(self) -> None:
+                self.exited = True
+                self._check()
+
+        transport, _ = await loop.subprocess_exec(Protocol, "/bin/sh", "-c", command, stdin=asyncio.subprocess.DEVNULL,
+                                                  stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self.env,
+                                                  cwd=self.cwd, start_new_session=True)  # fmt: skip
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.shield(done), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            timed_out = True
+        finally:
+            if timed_out or failed or transport.get_returncode() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(transport.get_pid(), signal.SIGKILL)  # the group started for this command, by its id
+            transport.close()  # our end of its pipes: what is left writing gets SIGPIPE, as when SSH closes a channel
+        if failed:
+            raise failed[0]
+        return (None if timed_out else transport.get_returncode()), timed_out
 
     async def run(self, command: str, *, timeout: float, max_bytes: int = hostio.MAX_OUTPUT_BYTES) -> hostio.Output:
-        proc = await self._start(command)
-        assert proc.stdout is not None and proc.stderr is not None
         out: list[bytes] = []
+        err = bytearray()
         size = 0
 
-        async def read_out() -> None:
+        def keep(stream: str, data: bytes) -> None:
             nonlocal size
-            assert proc.stdout is not None
-            while chunk := await proc.stdout.read(1 << 16):
-                size += len(chunk)
-                if size > max_bytes:
-                    raise hostio.HostOutputError(f"printed more than {max_bytes} bytes, more than any real output; stopped, not read",
-                                                 host=self.target.name, command=command)  # fmt: skip
-                out.append(chunk)
+            if stream == "stderr":
+                err.extend(data[: max(0, hostio.MAX_STDERR_BYTES - len(err))])
+                return
+            size += len(data)
+            if size > max_bytes:
+                raise hostio.HostOutputError(f"printed more than {max_bytes} bytes, more than any real output; stopped, not read",
+                                             host=self.target.name, command=command)  # fmt: skip
+            out.append(data)
 
-        err = asyncio.ensure_future(proc.stderr.read(hostio.MAX_STDERR_BYTES))
-        try:
-            await asyncio.wait_for(read_out(), timeout)
-            status = await asyncio.wait_for(proc.wait(), max(0.1, timeout))
-        except TimeoutError:
-            await self._stop(proc)
-            err.cancel()
+        status, timed_out = await self._execute(command, keep, deadline=time.monotonic() + timeout)
+        if timed_out:
             raise hostio.HostOutputError(f"did not end within {timeout:g} s; stopped", host=self.target.name, command=command,
-                                         timed_out=True) from None  # fmt: skip
-        except hostio.HostOutputError:
-            await self._stop(proc)
-            err.cancel()
-            raise
-        stderr = await err
-        return hostio.Output(stdout=b"".join(out).decode("utf-8", errors="replace"), stderr=stderr.decode("utf-8", errors="replace"),
+                                         timed_out=True)  # fmt: skip
+        return hostio.Output(stdout=b"".join(out).decode("utf-8", errors="replace"), stderr=err.decode("utf-8", errors="replace"),
                              exit_status=status)  # fmt: skip
 
     async def stream(self, command: str, *, deadline: float, on_line: Callable[[str, str], None]) -> tuple[int | None, bool]:
-        proc = await self._start(command)
+        rest = {"stdout": "", "stderr": ""}
+        # a character split between two pieces of output is decoded whole
+        decoders = {k: codecs.getincrementaldecoder("utf-8")(errors="replace") for k in rest}
 
-        async def pump(name: str, reader: asyncio.StreamReader | None) -> None:
-            assert reader is not None
-            rest = ""
-            while chunk := await reader.read(1 << 16):
-                *lines, rest = _EOL.split(rest + chunk.decode("utf-8", errors="replace"))
-                for line in lines:
-                    on_line(name, line[: hostio.MAX_LINE_BYTES])
-                rest = rest[: hostio.MAX_LINE_BYTES]
-            if rest:
-                on_line(name, rest)
+        def lines(stream: str, data: bytes) -> None:
+            *whole, rest[stream] = _EOL.split(rest[stream] + decoders[stream].decode(data))
+            for line in whole:
+                on_line(stream, line[: hostio.MAX_LINE_BYTES])
+            rest[stream] = rest[stream][: hostio.MAX_LINE_BYTES]  # a line without end is cut, as the real session cuts it
 
-        try:
-            await asyncio.wait_for(asyncio.gather(pump("stdout", proc.stdout), pump("stderr", proc.stderr), proc.wait()),
-                                   max(0.0, deadline - time.monotonic()))  # fmt: skip
-        except TimeoutError:
-            await self._stop(proc)
-            return None, True
-        return proc.returncode, False
+        status, timed_out = await self._execute(command, lines, deadline=deadline)
+        for stream, line in rest.items():
+            if line:
+                on_line(stream, line)
+        return status, timed_out
 
     async def batch(self, commands: Mapping[str, str], *, timeout: float, max_bytes: int = hostio.MAX_OUTPUT_BYTES) -> dict[str, BatchPart]:
         script, token = hostio.batch_script(commands)
