@@ -91,12 +91,11 @@ class BurninRequest:
 
 @dataclass
 class BurninRunData:
-    """What open made, given to each unit and to close."""
+    """What open made, given to each unit and to close (nothing of every server: each unit's input is its own)."""
 
     run: int
     job: int
     resumed: bool
-    locked: list[str]
     actor: str
     kind: str
     level: str
@@ -106,9 +105,15 @@ class BurninRunData:
     force: bool
     dcgm_level: int | None
     criteria: dict[str, Any]
-    names: list[str]  # the servers, in the command's order
-    earlier: dict[str, dict[str, str]] = field(default_factory=dict)  # {server: {device: verdict}} stored by an earlier pass
     started: float = 0.0  # wall clock (time.time) at open: the run's elapsed time, wherever close runs
+
+
+@dataclass
+class BurninKept:
+    """What open made for close alone: the servers it locked, and what an earlier pass of the run stored."""
+
+    locked: list[str]
+    earlier: dict[str, dict[str, str]] = field(default_factory=dict)  # {server: {device: verdict}}
 
 
 @dataclass
@@ -216,6 +221,7 @@ class BurninWorkflow(Description[BurninRequest, BurninRunData, ServerWork, Serve
     unit_type: ClassVar[type] = ServerWork
     out_type: ClassVar[type] = ServerSummary
     result_type: ClassVar[type] = BurninSummary
+    kept_type: ClassVar[Any] = BurninKept
 
     def __init__(self, resolved: dict[str, ServerPlan] | None = None) -> None:
         # The command's own plan, in process: its servers are resolved already, and are not resolved again.
@@ -240,14 +246,13 @@ class BurninWorkflow(Description[BurninRequest, BurninRunData, ServerWork, Serve
             for name in request.servers:
                 if name.name in earlier:
                     ctx.progress(name.name, "done", {"verdict": worst(list(earlier[name.name].values())), "resumed": True})
-        run = BurninRunData(run_id, journal.job_id, resumed, locked, request.actor, request.kind, request.level, request.seconds,
-                            request.grace, request.interval, request.force, request.dcgm_level, request.criteria, names, earlier,
-                            started)  # fmt: skip
+        run = BurninRunData(run_id, journal.job_id, resumed, request.actor, request.kind, request.level, request.seconds,
+                            request.grace, request.interval, request.force, request.dcgm_level, request.criteria, started)  # fmt: skip
         todo = [s for s in request.servers if s.name not in done_before]
         sites = _sites([s.name for s in todo]) if ctx.engine == "temporal" else {}
         timeout = request.seconds + request.grace + SETUP_S
         units = [Unit(s.name, sites.get(s.name, ""), s, timeout, f"burnin:{s.name}") for s in todo]
-        return Opened(run, units, concurrency=request.concurrency, job=journal.job_id, attempts=3)
+        return Opened(run, units, BurninKept(locked, earlier), concurrency=request.concurrency, job=journal.job_id, attempts=3)
 
     @contextlib.asynccontextmanager
     async def session(self, ctx: Context, run: BurninRunData, units: list[ServerWork]) -> AsyncIterator[Batch]:
@@ -274,7 +279,8 @@ class BurninWorkflow(Description[BurninRequest, BurninRunData, ServerWork, Serve
             return ServerSummary.of(await asyncio.to_thread(record_error, engine, run.run, data.name, data.id, why, actor=run.actor))
         return ServerSummary.of(await burn_server(batch.criteria, sp, engine=engine, run_id=run.run, actor=run.actor, watch=batch.watch))
 
-    def close(self, ctx: Context, run: BurninRunData, outcomes: list[Outcome[ServerSummary]], *, interrupted: bool) -> BurninSummary:
+    def close(self, ctx: Context, run: BurninRunData, kept: BurninKept, outcomes: list[Outcome[ServerSummary]], *,
+              interrupted: bool) -> BurninSummary:  # fmt: skip
         engine = get_engine()
         done: list[ServerSummary] = []
         for o in outcomes:
@@ -284,12 +290,12 @@ class BurninWorkflow(Description[BurninRequest, BurninRunData, ServerWork, Serve
                 sid = self._server_id(o.key)
                 done.append(ServerSummary.of(record_error(engine, run.run, o.key, sid, o.lost, actor=run.actor)))
         journal = Journal(engine, run.job, run.actor, kind="burnin")
-        verdicts = [v for b in run.earlier.values() for v in b.values()] + [v for d in done for v in d.boards.values()]
+        verdicts = [v for b in kept.earlier.values() for v in b.values()] + [v for d in done for v in d.boards.values()]
         try:
             close_run(engine, run.run, journal, [d.step for d in done], verdicts, interrupted=interrupted)
         finally:
-            release(engine, run.locked, owner=ctx.owner)
-        return BurninSummary(run.run, run.job, run.resumed, sorted(run.earlier), max((d.workload_s for d in done), default=0.0),
+            release(engine, kept.locked, owner=ctx.owner)
+        return BurninSummary(run.run, run.job, run.resumed, sorted(kept.earlier), max((d.workload_s for d in done), default=0.0),
                              round(time.time() - run.started, 2), [s for d in done for s in d.rma], [d.server for d in done if d.moved],
                              {d.server: d.notes for d in done})  # fmt: skip
 
@@ -346,5 +352,5 @@ def run(p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Pro
     return result(summary, [s.name for s in p.servers])
 
 
-__all__ = ["BURNIN", "BurninRequest", "BurninRunData", "BurninSummary", "BurninWorkflow", "ServerSummary", "ServerWork", "request",
-           "result", "run"]  # fmt: skip
+__all__ = ["BURNIN", "BurninKept", "BurninRequest", "BurninRunData", "BurninSummary", "BurninWorkflow", "ServerSummary", "ServerWork",
+           "request", "result", "run"]  # fmt: skip

@@ -59,8 +59,8 @@ class RunActivities:
         except FleetError as e:  # a refusal: nothing was touched; its kind travels as a value (the command raises it again)
             return OpenDone(refused=str(e), error=type(e).__name__)
         units = [UnitWork(u.key, u.site, plain(u.data, desc.unit_type), u.timeout_s, u.workflow_id) for u in opened.units]
-        return OpenDone(run=plain(opened.run, desc.run_type), units=units, concurrency=opened.concurrency, job=opened.job,
-                        attempts=opened.attempts)  # fmt: skip
+        return OpenDone(run=plain(opened.run, desc.run_type), units=units, kept=plain(opened.kept, desc.kept_type),
+                        concurrency=opened.concurrency, job=opened.job, attempts=opened.attempts)  # fmt: skip
 
     @activity.defn(name="fleetctl.run.unit")
     async def unit(self, call: UnitCall) -> UnitOutcome:
@@ -85,7 +85,8 @@ class RunActivities:
         desc = described(call.workflow)
         run = typed(desc.run_type, call.run)
         outcomes = [Outcome(o.key, typed(desc.out_type, o.out) if o.out is not None else None, o.lost) for o in call.outcomes]
-        result = desc.close(_context(_owner_actor(call.run)), run, outcomes, interrupted=call.interrupted)
+        kept = typed(desc.kept_type, call.kept)
+        result = desc.close(_context(_owner_actor(call.run)), run, kept, outcomes, interrupted=call.interrupted)
         return plain(result, desc.result_type)
 
     def site(self) -> list[Any]:

@@ -65,6 +65,7 @@ class OpenDone:
     error: str = ""
     run: dict[str, Any] = field(default_factory=dict)
     units: list[UnitWork] = field(default_factory=list)
+    kept: Any = None  # for close alone: not in each unit's input
     concurrency: int = 250
     job: int | None = None
     attempts: int = 3
@@ -95,6 +96,7 @@ class CloseCall:
     run: dict[str, Any]
     outcomes: list[UnitOutcome]
     interrupted: bool = False
+    kept: Any = None
 
 
 def unit_retry(attempts: int) -> RetryPolicy:
@@ -163,9 +165,9 @@ class RunWorkflow:
         finally:
             order = {u.key: i for i, u in enumerate(opened.units)}
             done.sort(key=lambda o: order.get(o.key, len(order)))
-            result = await workflow.execute_activity(
-                "fleetctl.run.close", CloseCall(call.workflow, call.store, opened.run, done, interrupted), task_queue=CONTROL_QUEUE,
-                start_to_close_timeout=timedelta(minutes=10), retry_policy=STORE_RETRY)  # fmt: skip
+            closing = CloseCall(call.workflow, call.store, opened.run, done, interrupted, opened.kept)
+            result = await workflow.execute_activity("fleetctl.run.close", closing, task_queue=CONTROL_QUEUE,
+                                                     start_to_close_timeout=timedelta(minutes=10), retry_policy=STORE_RETRY)  # fmt: skip
         return {"result": result, "job": opened.job}
 
     async def _unit(self, gate: asyncio.Semaphore, call: RunCall, opened: OpenDone, u: UnitWork, done: list[UnitOutcome]) -> None:

@@ -58,6 +58,17 @@ class SweepRequest:
 
 
 @dataclass
+class SweepRunData:
+    """What every shard needs (not the targets: each shard carries its own, and a fleet's names would fill the history
+    once per shard)."""
+
+    run_id: int
+    started: str
+    options: SweepOptions
+    criteria: dict[str, Any] | None = None
+
+
+@dataclass
 class Shard:
     servers: list[str]
     switches: list[str]
@@ -93,12 +104,12 @@ def _dated(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-class SweepWorkflow(Description[SweepRequest, SweepRequest, Shard, ShardSummary, ShardSummary]):
+class SweepWorkflow(Description[SweepRequest, SweepRunData, Shard, ShardSummary, ShardSummary]):
     """The sweep's reading: a unit per shard."""
 
     name = "sweep"
     request_type: ClassVar[type] = SweepRequest
-    run_type: ClassVar[type] = SweepRequest
+    run_type: ClassVar[type] = SweepRunData
     unit_type: ClassVar[type] = Shard
     out_type: ClassVar[type] = ShardSummary
     result_type: ClassVar[type] = ShardSummary
@@ -106,11 +117,12 @@ class SweepWorkflow(Description[SweepRequest, SweepRequest, Shard, ShardSummary,
     def __init__(self) -> None:
         self.gate = asyncio.Semaphore(SHARDS_AT_ONCE)
 
-    def open(self, ctx: Context, request: SweepRequest) -> Opened[SweepRequest, Shard]:
+    def open(self, ctx: Context, request: SweepRequest) -> Opened[SweepRunData, Shard]:
         """The shards, by site: the run itself is the command's (it was opened before, and is closed after). ``shard`` 0:
         one shard of every target, wherever it is (in process: one reader, with the sweep's own concurrency)."""
+        run = SweepRunData(request.run_id, request.started, request.options, request.criteria)
         if not request.shard:
-            return Opened(request, [Unit("all", "", Shard(request.servers, request.switches))], concurrency=1, attempts=1)
+            return Opened(run, [Unit("all", "", Shard(request.servers, request.switches))], concurrency=1, attempts=1)
         size = max(1, int(request.shard))
         site_of = {**_sites("server", T.server, request.servers), **_sites("switch", T.switch, request.switches)}
         by_site: dict[str, dict[str, list[str]]] = {}
@@ -127,14 +139,14 @@ class SweepWorkflow(Description[SweepRequest, SweepRequest, Shard, ShardSummary,
                 # timeout (and its retries), plus the setup.
                 waves = max(1, -(-len(part.servers) // max(1, opts.concurrency)))
                 units.append(Unit(f"{site}/{k}", site, part, 300 + 4 * waves * opts.per_target_timeout))
-        return Opened(request, units, concurrency=max(1, len(units)), attempts=3)
+        return Opened(run, units, concurrency=max(1, len(units)), attempts=3)
 
     @contextlib.asynccontextmanager
-    async def session(self, ctx: Context, run: SweepRequest, units: list[Shard]) -> AsyncIterator[Any]:
+    async def session(self, ctx: Context, run: SweepRunData, units: list[Shard]) -> AsyncIterator[Any]:
         """In process, the command's own (:func:`local_collector`): its recorder and the targets it resolved."""
         yield ctx.shared
 
-    async def unit(self, ctx: Context, run: SweepRequest, data: Shard) -> ShardSummary:
+    async def unit(self, ctx: Context, run: SweepRunData, data: Shard) -> ShardSummary:
         """Read and judge a shard's targets into the run; the run's summary of them (in process the command's recorder
         has them already: the summary is then empty)."""
         engine = get_engine()
@@ -165,7 +177,8 @@ class SweepWorkflow(Description[SweepRequest, SweepRequest, Shard, ShardSummary,
                 rec.flush()
         return ShardSummary(rec.counts, rec.new, rec.resolved, rec.persisting, rec.findings)
 
-    def close(self, ctx: Context, run: SweepRequest, outcomes: list[Outcome[ShardSummary]], *, interrupted: bool) -> ShardSummary:
+    def close(self, ctx: Context, run: SweepRunData, kept: None, outcomes: list[Outcome[ShardSummary]], *,
+              interrupted: bool) -> ShardSummary:  # fmt: skip
         """The shards' summaries in one (the command merges it into its run's recorder, and ends the run)."""
         out = ShardSummary()
         for o in outcomes:
@@ -223,4 +236,5 @@ def merge(rec: Recorder, summary: ShardSummary) -> None:
         raise FleetError(f"the sweep could not read {len(summary.lost)} shard(s): {'; '.join(summary.lost)[:1000]}")
 
 
-__all__ = ["SHARD_TARGETS", "SWEEP", "Here", "Shard", "ShardSummary", "SweepRequest", "SweepWorkflow", "local_collector", "merge"]
+__all__ = ["SHARD_TARGETS", "SWEEP", "Here", "Shard", "ShardSummary", "SweepRequest", "SweepRunData", "SweepWorkflow", "local_collector",
+           "merge"]  # fmt: skip

@@ -10,9 +10,11 @@ A workflow is described once, by a :class:`Description`:
   out. On Temporal a unit whose worker is lost runs again on another: it must
   find what the lost attempt recorded (a store row, a journal entry) before it
   acts again;
-- ``close(ctx, run, outcomes, interrupted)``: the counts, the job's rows, the
-  locks released; called once, also when the run is interrupted (Ctrl-C in
-  process, a cancelled workflow on Temporal), with the units done so far.
+- ``close(ctx, run, kept, outcomes, interrupted)``: the counts, the job's
+  rows, the locks released; called once, also when the run is interrupted
+  (Ctrl-C in process, a cancelled workflow on Temporal), with the units done
+  so far. ``kept`` is what open made for close alone (the locks it took, what
+  an earlier pass did): on Temporal it is not carried to every unit.
 
 The request, the run's data, a unit's input and output and the result are
 dataclasses of plain values (names, ids, thresholds, verdicts): on Temporal they
@@ -68,6 +70,7 @@ class Opened(Generic[Run, In]):
 
     run: Run
     units: list[Unit[In]]
+    kept: Any = None  # for close alone (the description's ``kept_type``), not given to the units
     concurrency: int = 250
     job: int | None = None  # the journal's job, for a person following the run (None: the workflow keeps no job)
     #: Attempts of a unit whose worker is lost (Temporal; in process a unit runs once).
@@ -106,6 +109,7 @@ class Description(ABC, Generic[Req, Run, In, Out, Res]):
     unit_type: ClassVar[type]
     out_type: ClassVar[type]
     result_type: ClassVar[type]
+    kept_type: ClassVar[Any] = type(None)
 
     @abstractmethod
     def open(self, ctx: Context, request: Req) -> Opened[Run, In]:
@@ -120,7 +124,7 @@ class Description(ABC, Generic[Req, Run, In, Out, Res]):
         """One target's work. Safe to run again after a lost attempt: it first reads what that attempt recorded."""
 
     @abstractmethod
-    def close(self, ctx: Context, run: Run, outcomes: list[Outcome[Out]], *, interrupted: bool) -> Res:
+    def close(self, ctx: Context, run: Run, kept: Any, outcomes: list[Outcome[Out]], *, interrupted: bool) -> Res:
         """The run's end: counts, the job's rows, the locks released (``interrupted``: Ctrl-C, a cancelled workflow)."""
 
     @contextlib.asynccontextmanager
@@ -194,11 +198,11 @@ async def arun_local(description: Description[Req, Run, In, Out, Res], request: 
     try:
         await _units(description, ctx, opened, outcomes, progress)
     except BaseException:  # Ctrl-C: asyncio.run cancels this task; the run is closed as interrupted, then it goes on out
-        description.close(ctx, opened.run, outcomes, interrupted=True)
+        description.close(ctx, opened.run, opened.kept, outcomes, interrupted=True)
         raise
     order = {u.key: i for i, u in enumerate(opened.units)}
     outcomes.sort(key=lambda o: order.get(o.key, len(order)))
-    return description.close(ctx, opened.run, outcomes, interrupted=False)
+    return description.close(ctx, opened.run, opened.kept, outcomes, interrupted=False)
 
 
 async def _units(description: Description[Any, Run, In, Out, Any], ctx: Context, opened: Opened[Run, In], outcomes: list[Outcome[Out]],

@@ -92,7 +92,8 @@ def test_the_command_reads_the_criteria_once_and_every_shard_judges_by_them(tmp_
 
     monkeypatch.setattr(workflow, "sweep_targets", sweep_targets)
     monkeypatch.setattr(workflow, "Recorder", lambda *a: Rec())
-    run = typed(workflow.SweepRequest, call.request)
+    req = typed(workflow.SweepRequest, call.request)
+    run = workflow.SWEEP.open(Context("temporal", "alice:temporal:wf"), req).run  # (no target: no shard, no site read)
     asyncio.run(workflow.SWEEP.unit(Context("temporal", "alice:temporal:wf"), run, workflow.Shard([], [])))
     [criteria] = given
     assert criteria.for_board("gpu", None).retired_pages_fail == 10

@@ -9,7 +9,7 @@ import pytest
 
 from fleetctl.errors import FleetError
 from fleetctl.sweep.engine import SweepOptions
-from fleetctl.sweep.workflow import SWEEP, Shard, ShardSummary, SweepRequest, merge
+from fleetctl.sweep.workflow import SWEEP, Shard, ShardSummary, SweepRequest, SweepRunData, merge
 from fleetctl.workflows.describe import Context, Outcome
 
 CTX = Context("process", "alice@h:1")
@@ -28,6 +28,9 @@ def _request(servers: list[str], switches: list[str], shard: int) -> SweepReques
     return SweepRequest(1, dt.datetime.now(dt.UTC).isoformat(), SweepOptions(), servers, switches, shard)
 
 
+RUN = SweepRunData(1, dt.datetime.now(dt.UTC).isoformat(), SweepOptions())
+
+
 def test_in_process_one_shard_reads_every_target() -> None:
     opened = SWEEP.open(CTX, _request(["a", "b"], ["sw"], 0))
     assert [(u.key, u.site, u.data) for u in opened.units] == [("all", "", Shard(["a", "b"], ["sw"]))]
@@ -39,17 +42,18 @@ def test_on_temporal_shards_are_by_site_with_the_switches_in_the_first(example_l
     servers = [s["name"] for s in json.loads(cli("server", "list", "-o", "json").out)][:3]
     switches = [s["name"] for s in json.loads(cli("switch", "list", "-o", "json").out)][:1]
     opened = SWEEP.open(CTX, _request(servers, switches, 2))
+    assert opened.run == SweepRunData(1, opened.run.started, SweepOptions())  # the targets travel with their shards only
     assert [(u.site, u.data) for u in opened.units] == [("tyo1", Shard(servers[:2], switches)), ("tyo1", Shard(servers[2:], []))]
     assert opened.concurrency == 2 and all(u.timeout_s > 300 for u in opened.units)
 
 
 def test_a_shard_never_read_ends_the_sweep_with_an_error_after_the_others_are_counted() -> None:
     read = ShardSummary({"ok": 2, "critical": 1}, findings=[{"first_seen": "2026-12-03T00:00:00+00:00"}])
-    summary = SWEEP.close(CTX, _request([], [], 1000), [Outcome("tyo1/0", read), Outcome("osa1/0", lost="the unit did not complete")],
+    summary = SWEEP.close(CTX, RUN, None, [Outcome("tyo1/0", read), Outcome("osa1/0", lost="the unit did not complete")],
                           interrupted=False)  # fmt: skip
     rec = Rec()
     with pytest.raises(FleetError, match="could not read 1 shard"):
         merge(rec, summary)
     assert rec.counts == {"ok": 3, "critical": 1} and isinstance(rec.findings[0]["first_seen"], dt.datetime)
-    merge(rec2 := Rec(), SWEEP.close(CTX, _request([], [], 1000), [Outcome("tyo1/0", read)], interrupted=False))
+    merge(rec2 := Rec(), SWEEP.close(CTX, RUN, None, [Outcome("tyo1/0", read)], interrupted=False))
     assert rec2.counts == {"ok": 3, "critical": 1}

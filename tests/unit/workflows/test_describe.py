@@ -85,7 +85,7 @@ class Toy(Description[ToyRequest, ToyRun, ToyIn, ToyOut, ToyResult]):
             raise RuntimeError("worker lost")
         return ToyOut(data.name, f"{run.word} {data.n}", ctx.engine)
 
-    def close(self, ctx: Context, run: ToyRun, outcomes: list[Outcome[ToyOut]], *, interrupted: bool) -> ToyResult:
+    def close(self, ctx: Context, run: ToyRun, kept: None, outcomes: list[Outcome[ToyOut]], *, interrupted: bool) -> ToyResult:
         return ToyResult([o.out.echo for o in outcomes if o.out is not None], [o.key for o in outcomes if o.lost], interrupted,
                          run.planned)  # fmt: skip
 
@@ -118,8 +118,8 @@ def test_ctrl_c_closes_the_run_as_interrupted_with_the_units_done() -> None:
                 raise KeyboardInterrupt  # as Ctrl-C lands in the loop while the second unit runs
             return await super().unit(ctx, run, data)
 
-        def close(self, ctx: Context, run: ToyRun, outcomes: list[Outcome[ToyOut]], *, interrupted: bool) -> ToyResult:
-            closed.append(super().close(ctx, run, outcomes, interrupted=interrupted))
+        def close(self, ctx: Context, run: ToyRun, kept: None, outcomes: list[Outcome[ToyOut]], *, interrupted: bool) -> ToyResult:
+            closed.append(super().close(ctx, run, kept, outcomes, interrupted=interrupted))
             return closed[-1]
 
     with pytest.raises(KeyboardInterrupt):
