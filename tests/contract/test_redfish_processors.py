@@ -217,7 +217,7 @@ def test_parse_processor_board_by_type():
     assert gpu is not None and gpu.board.kind == "gpu" and gpu.warning is None
     # an Accelerator known by its PCI vendor id (ProcessorId.VendorId), free-text vendor ids ignored
     amd = parse.parse_processor_board({"ProcessorType": "Accelerator", "Model": "MI300X", "ProcessorId": {"VendorId": "0x1002"}}, rules)
-    assert amd is not None and amd.board.kind == "gpu" and amd.warning is None
+    assert amd is not None and amd.board.kind == "amd-instinct" and amd.warning is None
     mn1 = parse.parse_processor_board({"ProcessorType": "Accelerator", "Model": "MN-Core"}, rules)
     assert mn1 is not None and mn1.board.kind == "mncore"
     odd = parse.parse_processor_board({"@odata.id": "/P/9", "ProcessorType": "Accelerator", "ProcessorId": {"VendorId": "ADD"}}, rules)

@@ -93,6 +93,18 @@ def _host_findings(cli) -> set[tuple[str, str, str]]:  # type: ignore[no-untyped
             if f["target"] == SERVER and f["check"].startswith(("host.", "accel.host_boards", "gpu."))}  # fmt: skip
 
 
+def test_amd_instinct_boards_are_inspected_as_their_kind(lab, cli) -> None:  # type: ignore[no-untyped-def]
+    # The BMC lists the boards as PCIe functions of vendor 0x1002 (class 0x12): the Redfish driver's accelerator rules
+    # (drivers data) give them the kind the inventory declares, so inspect finds no drift and the boards keep it.
+    r = cli("server", "inspect", SERVER, "--output", "json")
+    assert r.code == 0, r.err + r.out
+    [row] = json.loads(r.out)
+    assert row["drift"] == [] and row["boards"] == "8/8", row
+    assert {b["kind"] for b in row["facts"]["boards"]} == {"amd-instinct"}, row["facts"]["boards"]
+    boards = json.loads(cli("board", "list", "--server", SERVER, "--output", "json").out)
+    assert len(boards) == 8 and {b["kind"] for b in boards} == {"amd-instinct"}
+
+
 def test_amd_instinct_burns_in_and_sweeps_in_the_lab(lab, cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("burnin", "--kind", "amd-instinct", SERVER, "--level", "quick", *FAST, "-o", "json")
     assert r.code == 0, r.out + r.err
