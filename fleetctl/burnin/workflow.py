@@ -216,11 +216,6 @@ class BurninWorkflow(Description[BurninRequest, BurninRunData, ServerWork, Serve
     """Burn-in: a unit per server."""
 
     name = "burnin"
-    request_type: ClassVar[type] = BurninRequest
-    run_type: ClassVar[type] = BurninRunData
-    unit_type: ClassVar[type] = ServerWork
-    out_type: ClassVar[type] = ServerSummary
-    result_type: ClassVar[type] = BurninSummary
     kept_type: ClassVar[Any] = BurninKept
 
     def __init__(self, resolved: dict[str, ServerPlan] | None = None) -> None:

@@ -27,7 +27,7 @@ import datetime as dt
 import math
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import delete, select
 
@@ -108,11 +108,6 @@ class SweepWorkflow(Description[SweepRequest, SweepRunData, Shard, ShardSummary,
     """The sweep's reading: a unit per shard."""
 
     name = "sweep"
-    request_type: ClassVar[type] = SweepRequest
-    run_type: ClassVar[type] = SweepRunData
-    unit_type: ClassVar[type] = Shard
-    out_type: ClassVar[type] = ShardSummary
-    result_type: ClassVar[type] = ShardSummary
 
     def __init__(self) -> None:
         self.gate = asyncio.Semaphore(SHARDS_AT_ONCE)

@@ -35,7 +35,7 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from fleetctl.errors import FleetError
 from fleetctl.holders import Holder
@@ -104,12 +104,21 @@ class Description(ABC, Generic[Req, Run, In, Out, Res]):
 
     #: Its name: the key of the registry, and what the Temporal workflow's input names.
     name: ClassVar[str]
+    #: The types a value is read back into after it travelled as JSON: taken from the subclass's parameters
+    #: (``Description[Req, Run, In, Out, Res]``) by ``__init_subclass__``, never written twice.
     request_type: ClassVar[type]
     run_type: ClassVar[type]
     unit_type: ClassVar[type]
     out_type: ClassVar[type]
     result_type: ClassVar[type]
     kept_type: ClassVar[Any] = type(None)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if get_origin(base) is Description:
+                for attr, arg in zip(("request_type", "run_type", "unit_type", "out_type", "result_type"), get_args(base), strict=True):
+                    setattr(cls, attr, arg)
 
     @abstractmethod
     def open(self, ctx: Context, request: Req) -> Opened[Run, In]:

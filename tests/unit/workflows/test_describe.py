@@ -12,7 +12,6 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
@@ -67,11 +66,6 @@ PLANS: list[int] = []  # open's calls in this process (the in-process worker's i
 
 class Toy(Description[ToyRequest, ToyRun, ToyIn, ToyOut, ToyResult]):
     name = "toy"
-    request_type: ClassVar[type] = ToyRequest
-    run_type: ClassVar[type] = ToyRun
-    unit_type: ClassVar[type] = ToyIn
-    out_type: ClassVar[type] = ToyOut
-    result_type: ClassVar[type] = ToyResult
 
     def open(self, ctx: Context, request: ToyRequest) -> Opened[ToyRun, ToyIn]:
         if request.refuse:
