@@ -191,18 +191,21 @@ def described_call(name: str, request: Any) -> Any:
     from fleetctl.scaleout.run_wf import RunCall
     from fleetctl.workflows.describe import described, plain
 
-    return RunCall(name, plain(request, described(name).request_type), store_id(database_url()),
-                   float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S))  # fmt: skip
+    desc = described(name)
+    return RunCall(name, plain(request, desc.request_type), store_id(database_url()), float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S),
+                   checked=desc.checked)  # fmt: skip
 
 
 def run_described(name: str, request: Any, address: str, namespace: str, *, kind: str | None = None, resumes: str = "",
-                  on_units: Callable[[list[dict[str, Any]]], None] | None = None) -> tuple[Any, Followed]:  # fmt: skip
+                  on_units: Callable[[list[dict[str, Any]]], None] | None = None,
+                  say: Callable[[str], None] | None = None) -> tuple[Any, Followed]:  # fmt: skip
     """Run a described workflow (:mod:`fleetctl.workflows.describe`) on Temporal and follow it to its end: (its result, as the
     description's ``result_type``; the run followed: workflow id, job).
 
     ``kind`` names the workflow's id (``fleetctl-<kind>-...``; default the description's name); ``on_units(rows)`` gets
-    the units' rows (``key``, ``stage``, ``out`` as JSON values, ``lost``) once a second; ``resumes`` says, when the run is
-    cancelled, what resumes it.
+    the units' rows (``key``, ``stage``, ``out`` as JSON values, ``lost``) once a second; ``say(text)`` gets each new text
+    of what a gate waits for (a maintenance window), as the in-process engine's ``Context.say``; ``resumes`` says, when
+    the run is cancelled, what resumes it.
 
     Raises:
         Detached: on Ctrl-C (KeyboardInterrupt), which leaves the workflow running.
@@ -215,9 +218,15 @@ def run_described(name: str, request: Any, address: str, namespace: str, *, kind
     desc = described(name)
     run = Followed(kind or name, workflow_type="fleetctl.run")
 
+    said: list[str | None] = [None]
+
     async def status(_client: Any, st: dict[str, Any]) -> None:
         if on_units is not None:
             on_units(list(st.get("units") or []))
+        waiting = st.get("waiting")
+        if say is not None and waiting and waiting != said[0]:
+            said[0] = waiting
+            say(str(waiting))
 
     try:
         out = follow(run, described_call(name, request), address, namespace, on_status=status)
@@ -232,6 +241,8 @@ def run_described(name: str, request: Any, address: str, namespace: str, *, kind
                 raise FleetError(f"the {name} workflow {run.wid} was cancelled: its run is interrupted{then}") from e
             raise FleetError(f"the {name} workflow {run.wid} failed: {e.cause or e}") from e
         raise
+    if out.get("problems"):  # the checks found problems before open: the description's refusal, as in process
+        raise desc.refusal(list(out["problems"]))
     if out.get("refused"):  # its kind as a value, raised here again as in process (a Locked is exit 2 on both engines)
         cls = getattr(errors, str(out.get("error") or ""), FleetError)
         raise (cls if isinstance(cls, type) and issubclass(cls, FleetError) else FleetError)(str(out["refused"]))

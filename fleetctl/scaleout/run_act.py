@@ -15,6 +15,9 @@ recorded (the description's ``unit`` is written so).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio import activity
@@ -23,9 +26,20 @@ from fleetctl.burnin.workflow import BURNIN
 from fleetctl.errors import FleetError
 from fleetctl.holders import Holder
 from fleetctl.scaleout.activities import heartbeating, shared_store
-from fleetctl.scaleout.run_wf import CloseCall, OpenDone, RunCall, UnitCall, UnitOutcome, UnitWork
+from fleetctl.scaleout.run_wf import (
+    CheckCall,
+    CloseCall,
+    GateCall,
+    GateDone,
+    OpenDone,
+    RunCall,
+    UnitCall,
+    UnitOutcome,
+    UnitWork,
+    WaveCall,
+)
 from fleetctl.sweep.workflow import SWEEP
-from fleetctl.workflows.describe import Context, Outcome, described, plain, typed
+from fleetctl.workflows.describe import Context, Description, Outcome, described, plain, typed
 
 # The built-in descriptions (each registered as its module is imported): a worker runs those it knows. A fifth workflow
 # is its module, imported here.
@@ -43,8 +57,81 @@ def _owner_actor(run: dict[str, Any]) -> str:
     return str(run.get("actor") or "fleetctl")
 
 
+def _outcome(desc: Description[Any, Any, Any, Any, Any], o: UnitOutcome) -> Outcome[Any]:
+    return Outcome(o.key, typed(desc.out_type, o.out) if o.out is not None else None, o.lost, o.skipped)
+
+
+# A run-scoped session (``session_scope = "run"``) is closed after this long without a unit of its run on this worker.
+SESSION_IDLE_S = 900.0
+
+
+@dataclass
+class _Kept:
+    """A run-scoped session a worker keeps: what its units share, and when a unit of it last ran."""
+
+    stack: contextlib.AsyncExitStack
+    shared: Any
+    used: float = field(default_factory=time.monotonic)
+    busy: int = 0
+
+
 class RunActivities:
-    """The generic activities of one worker (it keeps nothing between them: the store holds the run)."""
+    """The generic activities of one worker. It keeps nothing between them but the run-scoped sessions of the
+    descriptions that ask for one (coordinators of a site's units); the store holds the run."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[tuple[str, str, str], _Kept] = {}
+        self.making: dict[tuple[str, str, str], asyncio.Lock] = {}
+
+    @activity.defn(name="fleetctl.run.sites")
+    async def sites(self, call: RunCall) -> list[str]:
+        """The sites whose workers check the request (a ``checked`` description's ``sites``)."""
+
+        def go() -> list[str]:
+            shared_store({"store": call.store})
+            desc = described(call.workflow)
+            return list(desc.sites(_context(_owner_actor(call.request)), typed(desc.request_type, call.request)))
+
+        return await asyncio.to_thread(go)
+
+    @activity.defn(name="fleetctl.run.check")
+    async def check(self, call: CheckCall) -> list[Any]:
+        """One site's check of the request, on that site's worker (its credentials resolve here); the problems found."""
+
+        def go() -> list[Any]:
+            shared_store({"store": call.call.store})
+            desc = described(call.call.workflow)
+            request = typed(desc.request_type, call.call.request)
+            return list(desc.check(_context(_owner_actor(call.call.request)), request, call.site))
+
+        return await asyncio.to_thread(go)
+
+    @activity.defn(name="fleetctl.run.gate")
+    async def gate(self, call: GateCall) -> GateDone:
+        """A gated description's gate before a wave (the store and the clock only)."""
+
+        def go() -> GateDone:
+            shared_store({"store": call.store})
+            desc = described(call.workflow)
+            tally = typed(desc.tally_type, call.tally) if call.tally is not None else None
+            g = desc.gate(_context(_owner_actor(call.run)), typed(desc.run_type, call.run), call.wave, tally, waited=call.waited)
+            return GateDone(g.go, float(g.wait_s), g.waiting, g.reason, plain(g.tally, desc.tally_type) if g.tally is not None else None)
+
+        return await asyncio.to_thread(go)
+
+    @activity.defn(name="fleetctl.run.wave")
+    async def wave(self, call: WaveCall) -> Any:
+        """A wave's end told to its description (what it records per wave); the new tally."""
+
+        def go() -> Any:
+            shared_store({"store": call.store})
+            desc = described(call.workflow)
+            tally = typed(desc.tally_type, call.tally) if call.tally is not None else None
+            outcomes = [_outcome(desc, o) for o in call.outcomes]
+            new = desc.wave_done(_context(_owner_actor(call.run)), typed(desc.run_type, call.run), call.wave, outcomes, tally)
+            return plain(new, desc.tally_type) if new is not None else None
+
+        return await asyncio.to_thread(go)
 
     @activity.defn(name="fleetctl.run.open")
     async def open(self, call: RunCall) -> OpenDone:
@@ -58,9 +145,9 @@ class RunActivities:
             opened = desc.open(_context(_owner_actor(call.request)), request)
         except FleetError as e:  # a refusal: nothing was touched; its kind travels as a value (the command raises it again)
             return OpenDone(refused=str(e), error=type(e).__name__)
-        units = [UnitWork(u.key, u.site, plain(u.data, desc.unit_type), u.timeout_s, u.workflow_id) for u in opened.units]
+        units = [UnitWork(u.key, u.site, plain(u.data, desc.unit_type), u.timeout_s, u.workflow_id, u.wave) for u in opened.units]
         return OpenDone(run=plain(opened.run, desc.run_type), units=units, kept=plain(opened.kept, desc.kept_type),
-                        concurrency=opened.concurrency, job=opened.job, attempts=opened.attempts)  # fmt: skip
+                        concurrency=opened.concurrency, job=opened.job, attempts=opened.attempts, gated=desc.gated)  # fmt: skip
 
     @activity.defn(name="fleetctl.run.unit")
     async def unit(self, call: UnitCall) -> UnitOutcome:
@@ -71,10 +158,45 @@ class RunActivities:
             run = typed(desc.run_type, call.run)
             data = typed(desc.unit_type, call.unit.data)
             ctx = _context(_owner_actor(call.run))
-            async with desc.session(ctx, run, [data]) as shared:
-                ctx.shared = shared
-                out = await desc.unit(ctx, run, data)
+            if desc.session_scope == "run":
+                out = await self._in_run_session(desc, ctx, run, data, call.unit.site)
+            else:
+                async with desc.session(ctx, run, [data]) as shared:
+                    ctx.shared = shared
+                    out = await desc.unit(ctx, run, data)
             return UnitOutcome(call.unit.key, plain(out, desc.out_type))
+
+    async def _in_run_session(self, desc: Description[Any, Any, Any, Any, Any], ctx: Context, run: Any, data: Any, site: str) -> Any:
+        """The unit in this worker's session of its run and site, made at the run's first unit here."""
+        await self._close_idle()
+        key = (desc.name, ctx.workflow_id, site)
+        async with self.making.setdefault(key, asyncio.Lock()):
+            kept = self.sessions.get(key)
+            if kept is None:
+                stack = contextlib.AsyncExitStack()
+                shared = await stack.enter_async_context(desc.session(ctx, run, [data]))
+                kept = self.sessions[key] = _Kept(stack, shared)
+            kept.busy += 1
+        ctx.shared = kept.shared
+        try:
+            return await desc.unit(ctx, run, data)
+        finally:
+            kept.busy -= 1
+            kept.used = time.monotonic()
+
+    async def _close_idle(self, *, every: bool = False) -> None:
+        """Close the run-scoped sessions no unit used for ``SESSION_IDLE_S`` (``every``: all, the worker stopping)."""
+        now = time.monotonic()
+        for key, kept in list(self.sessions.items()):
+            if every or (kept.busy == 0 and now - kept.used > SESSION_IDLE_S):
+                del self.sessions[key]
+                self.making.pop(key, None)
+                with contextlib.suppress(Exception):  # a session's own clean-up failing must not fail another run's unit
+                    await kept.stack.aclose()
+
+    async def aclose(self) -> None:
+        """The worker stops: every run-scoped session closed."""
+        await self._close_idle(every=True)
 
     @activity.defn(name="fleetctl.run.close")
     async def close(self, call: CloseCall) -> Any:
@@ -84,13 +206,13 @@ class RunActivities:
         shared_store({"store": call.store})
         desc = described(call.workflow)
         run = typed(desc.run_type, call.run)
-        outcomes = [Outcome(o.key, typed(desc.out_type, o.out) if o.out is not None else None, o.lost) for o in call.outcomes]
+        outcomes = [_outcome(desc, o) for o in call.outcomes]
         kept = typed(desc.kept_type, call.kept)
         result = desc.close(_context(_owner_actor(call.run)), run, kept, outcomes, interrupted=call.interrupted)
         return plain(result, desc.result_type)
 
     def site(self) -> list[Any]:
-        return [self.unit]
+        return [self.unit, self.check]
 
     def control(self) -> list[Any]:
-        return [self.open, self.close]
+        return [self.open, self.close, self.sites, self.gate, self.wave]

@@ -8,6 +8,14 @@ of the unit's own id that runs it, when the description gives one: no two
 runs work a target at once), at most ``concurrency`` at once, and
 ``fleetctl.run.close`` on the control queue, also when the run is cancelled.
 
+A ``checked`` description's checks come first: ``fleetctl.run.sites`` (control
+queue), then ``fleetctl.run.check`` on each site's queue; any problem ends the
+run refused before open. A ``gated`` description's units run wave by wave:
+``fleetctl.run.gate`` before each (a wait it asks for is a durable timer, so a
+maintenance window's wait outlives the workers), ``fleetctl.run.wave`` after;
+what the gates carry from wave to wave is the description's small tally, never
+the outcomes so far.
+
 It knows no workflow: the description's dataclasses travel as their JSON
 values (:func:`~fleetctl.workflows.describe.plain`), turned back into their
 types by the activities (``fleetctl.scaleout.run_act``). So this module
@@ -44,6 +52,15 @@ class RunCall:
     request: dict[str, Any]
     store: str  # the store's URL without its password (a worker on another store refuses)
     heartbeat_s: float = 30.0
+    checked: bool = False  # the description's ``checked``: its sites' checks run before open
+
+
+@dataclass
+class CheckCall:
+    """One site's check of the request, on that site's queue (where its credentials resolve)."""
+
+    call: RunCall
+    site: str
 
 
 @dataclass
@@ -55,6 +72,7 @@ class UnitWork:
     data: dict[str, Any]
     timeout_s: float = 3600.0
     workflow_id: str = ""
+    wave: int = 0
 
 
 @dataclass
@@ -69,6 +87,7 @@ class OpenDone:
     concurrency: int = 250
     job: int | None = None
     attempts: int = 3
+    gated: bool = False  # the description's ``gated``: a gate before each wave, wave_done after
 
 
 @dataclass
@@ -87,6 +106,42 @@ class UnitOutcome:
     key: str
     out: dict[str, Any] | None = None
     lost: str | None = None
+    skipped: str | None = None
+
+
+@dataclass
+class GateCall:
+    """Ask a gated description about wave ``wave`` (the tally as JSON values; None before the first wave's end)."""
+
+    workflow: str
+    store: str
+    run: dict[str, Any]
+    wave: int
+    tally: Any = None
+    waited: bool = False
+
+
+@dataclass
+class GateDone:
+    """The gate's answer (``describe.Gate``, its tally as JSON values)."""
+
+    go: bool = True
+    wait_s: float = 0.0
+    waiting: str = ""
+    reason: str = ""
+    tally: Any = None
+
+
+@dataclass
+class WaveCall:
+    """A wave's end, for the description's ``wave_done``: that wave's outcomes and the tally before it."""
+
+    workflow: str
+    store: str
+    run: dict[str, Any]
+    wave: int
+    outcomes: list[UnitOutcome]
+    tally: Any = None
 
 
 @dataclass
@@ -137,15 +192,22 @@ class RunWorkflow:
         self.workflow = ""
         self.job: int | None = None
         self.rows: dict[str, dict[str, Any]] = {}
+        self.wave: int | None = None
+        self.waiting: str | None = None  # what a gate waits for (the command says it on stderr)
 
     @workflow.query(name="status")
     def status(self) -> dict[str, Any]:
-        """The job, and a row per unit: ``stage`` (waiting, running, done), its output or why it was lost."""
-        return {"workflow": self.workflow, "job": self.job, "units": list(self.rows.values())}
+        """The job, the wave and what it waits for, and a row per unit: ``stage`` (waiting, running, done, skipped), its
+        output or why it was lost or skipped."""
+        return {"workflow": self.workflow, "job": self.job, "wave": self.wave, "waiting": self.waiting, "units": list(self.rows.values())}
 
     @workflow.run
     async def run(self, call: RunCall) -> dict[str, Any]:
         self.workflow = call.workflow
+        if call.checked:
+            problems = await self._check(call)
+            if problems:  # nothing was touched: the command raises the description's refusal of them
+                return {"refused": "checks", "error": "", "problems": problems}
         opened: OpenDone = await workflow.execute_activity(
             "fleetctl.run.open", call, result_type=OpenDone, task_queue=CONTROL_QUEUE, start_to_close_timeout=timedelta(minutes=10),
             retry_policy=STORE_RETRY)  # fmt: skip
@@ -154,11 +216,14 @@ class RunWorkflow:
         self.job = opened.job
         for u in opened.units:
             self.rows[u.key] = {"key": u.key, "stage": "waiting", "out": None, "lost": None}
-        gate = asyncio.Semaphore(max(1, opened.concurrency))
+        bound = asyncio.Semaphore(max(1, opened.concurrency))
         done: list[UnitOutcome] = []
         interrupted = False
         try:
-            await settled(*(self._unit(gate, call, opened, u, done) for u in opened.units))
+            if not opened.gated:
+                await settled(*(self._unit(bound, call, opened, u, done) for u in opened.units))
+            else:
+                await self._waves(bound, call, opened, done)
         except asyncio.CancelledError:
             interrupted = True
             raise
@@ -169,6 +234,48 @@ class RunWorkflow:
             result = await workflow.execute_activity("fleetctl.run.close", closing, task_queue=CONTROL_QUEUE,
                                                      start_to_close_timeout=timedelta(minutes=10), retry_policy=STORE_RETRY)  # fmt: skip
         return {"result": result, "job": opened.job}
+
+    async def _check(self, call: RunCall) -> list[Any]:
+        """The description's sites (control queue), then each site's check on its own queue; every problem found."""
+        sites: list[str] = await workflow.execute_activity(
+            "fleetctl.run.sites", call, result_type=list[str], task_queue=CONTROL_QUEUE, start_to_close_timeout=timedelta(minutes=10),
+            retry_policy=STORE_RETRY)  # fmt: skip
+        found = await asyncio.gather(*(workflow.execute_activity(
+            "fleetctl.run.check", CheckCall(call, site), result_type=list[Any], task_queue=site_queue(site),
+            start_to_close_timeout=timedelta(minutes=10), retry_policy=unit_retry(3)) for site in sites))  # fmt: skip
+        return [p for ps in found for p in ps]
+
+    async def _waves(self, bound: asyncio.Semaphore, call: RunCall, opened: OpenDone, done: list[UnitOutcome]) -> None:
+        """A gated run: its waves in order, each asked of the gate (a durable timer for a wait), each told to wave_done."""
+        by: dict[int, list[UnitWork]] = {}
+        for u in opened.units:
+            by.setdefault(u.wave, []).append(u)
+        tally: Any = None
+        for wave in sorted(by):
+            self.wave = wave
+            g = await self._gate(call, opened, wave, tally, waited=False)
+            if g.wait_s > 0:
+                self.waiting = g.waiting or None
+                await workflow.sleep(timedelta(seconds=g.wait_s))  # durable: the wait outlives every worker
+                self.waiting = None
+                g = await self._gate(call, opened, wave, g.tally if g.tally is not None else tally, waited=True)
+            tally = g.tally if g.tally is not None else tally
+            if not g.go:
+                for u in by[wave]:
+                    done.append(UnitOutcome(u.key, skipped=g.reason or "not attempted"))
+                    self.rows[u.key].update(stage="skipped", lost=g.reason)
+                continue
+            before = len(done)
+            await settled(*(self._unit(bound, call, opened, u, done) for u in by[wave]))
+            tally = await workflow.execute_activity(
+                "fleetctl.run.wave", WaveCall(call.workflow, call.store, opened.run, wave, done[before:], tally), task_queue=CONTROL_QUEUE,
+                start_to_close_timeout=timedelta(minutes=10), retry_policy=STORE_RETRY)  # fmt: skip
+
+    async def _gate(self, call: RunCall, opened: OpenDone, wave: int, tally: Any, *, waited: bool) -> GateDone:
+        asked = GateCall(call.workflow, call.store, opened.run, wave, tally, waited)
+        out: GateDone = await workflow.execute_activity("fleetctl.run.gate", asked, result_type=GateDone, task_queue=CONTROL_QUEUE,
+                                                        start_to_close_timeout=timedelta(minutes=10), retry_policy=STORE_RETRY)  # fmt: skip
+        return out
 
     async def _unit(self, gate: asyncio.Semaphore, call: RunCall, opened: OpenDone, u: UnitWork, done: list[UnitOutcome]) -> None:
         unit_call = UnitCall(call.workflow, call.store, opened.run, u, call.heartbeat_s)

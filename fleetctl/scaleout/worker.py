@@ -60,4 +60,5 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
         for t in tasks:
             if t.done() and t.exception() is not None:
                 raise t.exception()  # type: ignore[misc]
+        await described.aclose()  # the run-scoped sessions (a site's coordinators) this worker kept
         acts.close_all()

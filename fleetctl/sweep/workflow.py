@@ -110,7 +110,7 @@ class SweepWorkflow(Description[SweepRequest, SweepRunData, Shard, ShardSummary,
     name = "sweep"
 
     def __init__(self) -> None:
-        self.gate = asyncio.Semaphore(SHARDS_AT_ONCE)
+        self.shards_at_once = asyncio.Semaphore(SHARDS_AT_ONCE)
 
     def open(self, ctx: Context, request: SweepRequest) -> Opened[SweepRunData, Shard]:
         """The shards, by site: the run itself is the command's (it was opened before, and is closed after). ``shard`` 0:
@@ -164,7 +164,7 @@ class SweepWorkflow(Description[SweepRequest, SweepRunData, Shard, ShardSummary,
             from fleetctl.burnin.criteria import CriteriaFile
 
             criteria = CriteriaFile.model_validate(run.criteria)
-        async with self.gate:
+        async with self.shards_at_once:
             rec = Recorder(engine, run.run_id, dt.datetime.fromisoformat(run.started))
             try:
                 await sweep_targets(engine, rec, servers, switches, run.options, ctx.progress, criteria=criteria)

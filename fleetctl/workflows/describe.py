@@ -16,6 +16,18 @@ A workflow is described once, by a :class:`Description`:
   so far. ``kept`` is what open made for close alone (the locks it took, what
   an earlier pass did): on Temporal it is not carried to every unit.
 
+Optional parts, each declared by a class attribute so the Temporal engine adds
+activities only for the descriptions that use them:
+
+- waves (``Unit.wave``) and ``gated``: before each wave ``gate`` says go, wait
+  (then it is asked once more) or skip (a failure threshold reached, a
+  maintenance window closed); after it ``wave_done`` records it;
+- ``checked``: ``sites`` and, per site, ``check`` (on Temporal on that site's
+  queue, where its credentials resolve) before open; any problem is the run's
+  ``refusal``, and nothing was touched;
+- ``session_scope = "run"``: on Temporal a worker keeps one session per run and
+  site (coordinators its units share), not one per unit.
+
 The request, the run's data, a unit's input and output and the result are
 dataclasses of plain values (names, ids, thresholds, verdicts): on Temporal they
 travel through a workflow's history, so they never hold a secret; a unit resolves
@@ -33,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
@@ -62,6 +74,9 @@ class Unit(Generic[In]):
     #: On Temporal, the id of a child workflow that runs the unit (``burnin:<server>``: Temporal refuses a second one
     #: while it runs, so no two runs work a target at once); empty: the unit is an activity of the parent.
     workflow_id: str = ""
+    #: Its wave: units run in ascending waves, every unit of one wave ended before any of the next starts (a firmware
+    #: campaign's canary, then its batches); a description that is ``gated`` is asked before each wave.
+    wave: int = 0
 
 
 @dataclass
@@ -84,6 +99,24 @@ class Outcome(Generic[Out]):
     key: str
     out: Out | None = None
     lost: str | None = None
+    #: Never run: the gate of its wave said no (a threshold reached, outside a maintenance window); why.
+    skipped: str | None = None
+
+
+@dataclass
+class Gate:
+    """A gated description's answer before a wave: run it, wait first, or skip it (its units' outcomes say ``reason``)."""
+
+    go: bool = True
+    #: Wait this long, then ask once more (``waited=True``): in process a sleep, on Temporal a durable timer, so the wait
+    #: outlives the workers. Ignored on that second asking.
+    wait_s: float = 0.0
+    #: What the command says while the run waits (stderr).
+    waiting: str = ""
+    #: Why the wave's units are not run (``go`` False).
+    reason: str = ""
+    #: When not None, what the gates carry from now on (the description's ``tally_type``): a wave skipped for the window.
+    tally: Any = None
 
 
 @dataclass
@@ -97,6 +130,10 @@ class Context:
     attempt: int = 1  # a unit's attempt (Temporal; 1 in process)
     progress: Any = None  # the command's live view (in process only; on Temporal the command follows the status query)
     shared: Any = None  # what the description's session gave the units of one batch
+    #: How the in-process engine waits when a gate says wait (a test gives a fake clock's); Temporal has its own timer.
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    #: Where the in-process engine says what a gate's wait is for (the command's stderr); None: silent.
+    say: Callable[[str], None] | None = None
 
 
 class Description(ABC, Generic[Req, Run, In, Out, Res]):
@@ -112,6 +149,20 @@ class Description(ABC, Generic[Req, Run, In, Out, Res]):
     out_type: ClassVar[type]
     result_type: ClassVar[type]
     kept_type: ClassVar[Any] = type(None)
+    #: Whether ``gate`` is asked before each wave and ``wave_done`` told after it (on Temporal: two more activities per wave,
+    #: so only descriptions that use them say so).
+    gated: ClassVar[bool] = False
+    #: What a gated run carries from wave to wave (a dataclass: failed so far, halted ...), made by ``wave_done`` and the
+    #: gates; never the outcomes so far, which would fill a Temporal history once per wave.
+    tally_type: ClassVar[Any] = type(None)
+    #: "batch": a session per batch (all of a run's units in process; one unit's activity on Temporal). "run": on Temporal a
+    #: worker keeps one session per run and site for every unit of that run it works (coordinators shared by a site's
+    #: servers: a rack's power, a switch's sessions, an Ansible batch); its ``units`` are then the first unit's only, and a
+    #: description that needs the site's reads them itself (the targets the run holds locked: ``ctx.owner``).
+    session_scope: ClassVar[str] = "batch"
+    #: Whether ``sites`` and ``check`` run before open (on Temporal ``check`` runs on each site's queue: where that site's
+    #: credentials resolve), and any problem refuses the run through ``refusal``.
+    checked: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -135,6 +186,27 @@ class Description(ABC, Generic[Req, Run, In, Out, Res]):
     @abstractmethod
     def close(self, ctx: Context, run: Run, kept: Any, outcomes: list[Outcome[Out]], *, interrupted: bool) -> Res:
         """The run's end: counts, the job's rows, the locks released (``interrupted``: Ctrl-C, a cancelled workflow)."""
+
+    def gate(self, ctx: Context, run: Run, wave: int, tally: Any, *, waited: bool) -> Gate:
+        """Before wave ``wave`` (``gated`` descriptions): go, wait, or skip it; ``tally``: what the earlier waves left (None
+        before the first); ``waited``: asked again after the wait this gate asked for."""
+        return Gate()
+
+    def wave_done(self, ctx: Context, run: Run, wave: int, outcomes: list[Outcome[Out]], tally: Any) -> Any:
+        """After wave ``wave`` ran (``gated`` descriptions): what is recorded per wave (``outcomes``: that wave's); the new tally."""
+        return tally
+
+    def sites(self, ctx: Context, request: Req) -> list[str]:
+        """The sites whose workers ``check`` the request (``checked`` descriptions); the store only."""
+        return []
+
+    def check(self, ctx: Context, request: Req, site: str) -> list[Any]:
+        """What would stop the run on ``site`` (JSON values), read where that site's credentials resolve; touches nothing."""
+        return []
+
+    def refusal(self, problems: list[Any]) -> FleetError:
+        """The refusal of a run whose checks found ``problems`` (raised by the command, on either engine)."""
+        return FleetError(f"{self.name} refused: " + "; ".join(str(p) for p in problems[:5]))
 
     @contextlib.asynccontextmanager
     async def session(self, ctx: Context, run: Run, units: list[In]) -> AsyncIterator[Any]:
@@ -202,6 +274,10 @@ async def arun_local(description: Description[Req, Run, In, Out, Res], request: 
                      ctx: Context | None = None) -> Res:  # fmt: skip
     """:func:`run_local` in a running event loop (a command that runs other work beside it)."""
     ctx = ctx or Context("process", str(Holder.me()))
+    if description.checked:
+        problems = [p for site in description.sites(ctx, request) for p in description.check(ctx, request, site)]
+        if problems:
+            raise description.refusal(problems)
     opened = description.open(ctx, request)
     outcomes: list[Outcome[Out]] = []
     try:
@@ -216,10 +292,10 @@ async def arun_local(description: Description[Req, Run, In, Out, Res], request: 
 
 async def _units(description: Description[Any, Run, In, Out, Any], ctx: Context, opened: Opened[Run, In], outcomes: list[Outcome[Out]],
                  progress: UnitProgress | None) -> None:  # fmt: skip
-    gate = asyncio.Semaphore(max(1, opened.concurrency))
+    bound = asyncio.Semaphore(max(1, opened.concurrency))
 
     async def one(u: Unit[In]) -> None:
-        async with gate:
+        async with bound:
             if progress:
                 progress(u.key, "running", None)
             try:
@@ -235,8 +311,32 @@ async def _units(description: Description[Any, Run, In, Out, Any], ctx: Context,
 
     async with description.session(ctx, opened.run, [u.data for u in opened.units]) as shared:
         ctx.shared = shared
-        await asyncio.gather(*(one(u) for u in opened.units))
+        tally: Any = None
+        for wave, units in waves(opened.units):
+            if description.gated:
+                gate = description.gate(ctx, opened.run, wave, tally, waited=False)
+                if gate.wait_s > 0:
+                    if ctx.say is not None and gate.waiting:
+                        ctx.say(gate.waiting)
+                    await ctx.sleep(gate.wait_s)
+                    gate = description.gate(ctx, opened.run, wave, gate.tally if gate.tally is not None else tally, waited=True)
+                tally = gate.tally if gate.tally is not None else tally
+                if not gate.go:
+                    outcomes += [Outcome(u.key, skipped=gate.reason or "not attempted") for u in units]
+                    continue
+            before = len(outcomes)
+            await asyncio.gather(*(one(u) for u in units))
+            if description.gated:
+                tally = description.wave_done(ctx, opened.run, wave, outcomes[before:], tally)
 
 
-__all__ = ["Context", "Description", "Opened", "Outcome", "Unit", "arun_local", "described", "plain", "register", "run_local",
-           "typed"]  # fmt: skip
+def waves(units: list[Unit[In]]) -> list[tuple[int, list[Unit[In]]]]:
+    """The units by wave, in ascending order (each wave's in the order open gave them); no empty wave."""
+    by: dict[int, list[Unit[In]]] = {}
+    for u in units:
+        by.setdefault(u.wave, []).append(u)
+    return sorted(by.items())
+
+
+__all__ = ["Context", "Description", "Gate", "Opened", "Outcome", "Unit", "arun_local", "described", "plain", "register", "run_local",
+           "typed", "waves"]  # fmt: skip
