@@ -61,8 +61,10 @@ def restore(
 ) -> None:
     """Replace the database with the backup FILE, atomically.
 
-    Refuses a backup of a newer schema, one of the other backend, and (without
-    --yes) a database that holds an inventory; an older backup is migrated.
+    Refuses (exit 2, nothing changed) a backup of a newer schema, one of the
+    other backend, one that is damaged or lacks a table or column of its
+    schema revision, and (without --yes) a database that holds an inventory;
+    an older backup is migrated.
     """
     from fleetctl.config import database_url
     from fleetctl.store import backup as bk

@@ -19,6 +19,14 @@ only while no other connection has it open; PostgreSQL restores in one
 transaction (drop the tables, recreate them from the dump) that commits or
 leaves everything as it was.
 
+What is restored is checked before it replaces anything (issue #25): a backup
+that is damaged (SQLite's ``integrity_check`` on the restored copy;
+``pg_restore`` reading the whole dump) or whose schema lacks a table or a
+column its own schema revision has (a table dropped, the revision left) is
+refused with exit 2, naming what is wrong, and the live database is left as it
+was. The schema a revision should have is this fleetctl's tables at the head,
+or an empty database migrated to that revision for an older one.
+
 The database holds credential references (``env:BMC_TYO1``), never the
 secrets, and so does a backup.
 """
@@ -26,19 +34,24 @@ secrets, and so does a backup.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from fleetctl.errors import EXIT_USAGE, InputError, StoreError
-from fleetctl.store import HEAD, _make_engine, alembic_config, check_revision_known, get_engine, redact_url, refuse_if_in_use, reset_engines
+from fleetctl.store import HEAD, _make_engine, alembic_config, check_revision_known, get_engine, live_holders, redact_url, reset_engines
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqlalchemy.engine import URL
+
+T = TypeVar("T")
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PGDUMP_MAGIC = b"PGDMP"
@@ -116,8 +129,17 @@ def _run(argv: list[str], *, env: dict[str, str] | None = None) -> str:
         raise StoreError(f"{Path(argv[0]).name}: {e.strerror or e}") from e
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        raise StoreError(f"{Path(argv[0]).name} failed: {lines[0] if lines else f'exit {done.returncode}'}")
+        # psql tells its NOTICEs (a DROP ... CASCADE) before the error that stopped it: name the error.
+        errors = [line for line in lines if re.search(r"\b(ERROR|FATAL|error):", line)]
+        raise StoreError(f"{Path(argv[0]).name} failed: {(errors or lines or [f'exit {done.returncode}'])[0]}")
     return done.stdout
+
+
+def _pgdump_tables(path: Path) -> set[str]:
+    """The tables a pg_dump custom-format file holds, from its table of contents (``pg_restore --list``)."""
+    out = _run([_tool("pg_restore"), "--list", str(path)])
+    # A TOC line: "215; 1259 16390 TABLE public server root" (dump id; catalog oids; kind schema name owner).
+    return {m.group(1) for m in re.finditer(r"^\d+; \d+ \d+ TABLE public (\S+) ", out, re.MULTILINE)}
 
 
 def _pgdump_revision(path: Path) -> str | None:
@@ -130,11 +152,14 @@ def _pgdump_revision(path: Path) -> str | None:
     return None
 
 
-def read_backup(path: Path) -> Backup:
-    """What ``path`` is: a fleetctl backup of either kind, with its revision.
+def backup_kind(path: Path) -> str:
+    """Which backend wrote the backup ``path`` ("sqlite" or "postgresql"), from its first bytes alone.
+
+    Needs no client program: a pg_dump file offered to a SQLite inventory is
+    refused as such even where pg_restore is not installed.
 
     Raises:
-        InputError: no such file, or not a backup fleetctl wrote.
+        InputError: no such file, or neither kind of backup.
     """
     try:
         with path.open("rb") as f:
@@ -142,6 +167,19 @@ def read_backup(path: Path) -> Backup:
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror or e}", location=str(path)) from e
     if head.startswith(SQLITE_MAGIC):
+        return "sqlite"
+    if head.startswith(PGDUMP_MAGIC):
+        return "postgresql"
+    raise InputError("not a fleetctl backup (neither a SQLite file nor a pg_dump custom-format file)", location=str(path))
+
+
+def read_backup(path: Path) -> Backup:
+    """What ``path`` is: a fleetctl backup of either kind, with its revision.
+
+    Raises:
+        InputError: no such file, not a backup fleetctl wrote, or one that cannot be read.
+    """
+    if backup_kind(path) == "sqlite":
         try:
             conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
             try:
@@ -153,12 +191,74 @@ def read_backup(path: Path) -> Backup:
         if revision is None:
             raise InputError("a SQLite file, but not a fleetctl inventory (no schema revision in it)", location=str(path))
         return Backup(path, "sqlite", revision)
-    if head.startswith(PGDUMP_MAGIC):
-        revision = _pgdump_revision(path)
-        if revision is None:
-            raise InputError("a pg_dump file, but not of a fleetctl inventory (no schema revision in it)", location=str(path))
-        return Backup(path, "postgresql", revision)
-    raise InputError("not a fleetctl backup (neither a SQLite file nor a pg_dump custom-format file)", location=str(path))
+    revision = _read_dump(path, _pgdump_revision)
+    if revision is None:
+        raise InputError("a pg_dump file, but not of a fleetctl inventory (no schema revision in it)", location=str(path))
+    return Backup(path, "postgresql", revision)
+
+
+def _read_dump(path: Path, read: Callable[[Path], T]) -> T:
+    """``read(path)``, where pg_restore failing on the file is the file's fault: a damaged dump, refused (exit 2)."""
+    try:
+        return read(path)
+    except StoreError as e:
+        if e.exit_code == EXIT_USAGE:  # pg_restore is not installed: that message stands
+            raise
+        raise InputError(f"damaged: pg_restore cannot read it ({e}); nothing was restored", location=str(path)) from e
+
+
+# -- what a backup's schema must hold --------------------------------------------------------------
+
+Schema = dict[str, frozenset[str]]  # table -> its columns
+_expected: dict[str, Schema] = {}
+
+
+def expected_schema(revision: str) -> Schema:
+    """The tables and columns a database at schema ``revision`` has.
+
+    At the head: this fleetctl's own tables (``fleetctl.store.tables``,
+    generated from the models and checked against them by a test). At an older
+    revision: an empty SQLite database migrated to it, as the migrations would
+    have left any inventory (table and column names are the same on both
+    backends). Read once per revision and process.
+    """
+    if revision not in _expected:
+        if revision == HEAD:
+            from fleetctl.store import tables
+
+            _expected[revision] = {name: frozenset(c.name for c in getattr(tables, name).columns) for name in tables.__all__}
+        else:
+            from alembic import command
+            from sqlalchemy import create_engine, inspect
+
+            engine = create_engine("sqlite://")
+            try:
+                with engine.begin() as conn:
+                    cfg = alembic_config()
+                    cfg.attributes["connection"] = conn
+                    command.upgrade(cfg, revision)
+                    insp = inspect(conn)
+                    _expected[revision] = {t: frozenset(c["name"] for c in insp.get_columns(t))
+                                           for t in insp.get_table_names() if t != "alembic_version"}  # fmt: skip
+            finally:
+                engine.dispose()
+    return _expected[revision]
+
+
+def _first_missing(want: Schema, have: Schema) -> str | None:
+    """What the first thing ``have`` lacks of ``want`` is called ("table server", "column server.rack_id"), or None."""
+    for table in sorted(want):
+        if table not in have:
+            return f"table {table}"
+    for table in sorted(want):
+        for col in sorted(want[table] - have[table]):
+            return f"column {table}.{col}"
+    return None
+
+
+def _refuse_missing(path: Path, revision: str, missing: str) -> InputError:
+    return InputError(f"{missing} is missing, which schema revision {revision} has: the backup is incomplete; nothing was restored",
+                      location=str(path))  # fmt: skip
 
 
 # -- what a database holds -------------------------------------------------------------------------
@@ -273,21 +373,24 @@ def restore(url: str, path: Path, *, yes: bool = False) -> Backup:
         StoreError: the database is in use, or the backend's tools failed.
     """
     dialect = _dialect(url)
-    info = read_backup(path)
-    if info.dialect != dialect:
+    kind = backup_kind(path)
+    if kind != dialect:
         raise InputError(
-            f"a {info.dialect} backup cannot be restored into a {dialect} database"
-            f" ({redact_url(url)}); restore it into a {info.dialect} one, then move the inventory with export and import",
+            f"a {kind} backup cannot be restored into a {dialect} database"
+            f" ({redact_url(url)}); restore it into a {kind} one, then move the inventory with export and import",
             location=str(path),
         )
+    info = read_backup(path)
     check_revision_known(info.revision, f"backup {path}")
+    if dialect == "postgresql":
+        _check_dump(path, str(info.revision))
     held = counts(url)
     if held is not None and not yes:
         raise InputError(f"{redact_url(url)} holds an inventory ({held}); give --yes to replace it with the backup {path}")
     if dialect == "sqlite":
-        _sqlite_restore(path, _sqlite_file(url), migrate=info.revision != HEAD)
+        _sqlite_restore(path, _sqlite_file(url), revision=str(info.revision))
     else:
-        _pg_restore(url, path)
+        _pg_restore(url, path, str(info.revision))
     return info
 
 
@@ -297,12 +400,45 @@ def _refuse_if_in_use(url: str) -> None:
 
     engine = create_engine(url)
     try:
-        refuse_if_in_use(engine)
+        holders = live_holders(engine)
     finally:
         engine.dispose()
+    if holders:
+        more = f" (and {len(holders) - 1} more)" if len(holders) > 1 else ""
+        raise StoreError(
+            f"another fleetctl process holds {redact_url(url)} ({holders[0]}){more}: let it finish before restoring;"
+            " nothing was restored (a lock left by a process that is gone: fleetctl server unlock NAME --force)",
+            exit_code=EXIT_USAGE,
+        )
 
 
-def _sqlite_restore(backup_file: Path, target: Path, *, migrate: bool) -> None:
+def _check_sqlite_copy(copy: Path, backup_file: Path, revision: str) -> None:
+    """Refuse (exit 2) the restored copy of ``backup_file`` when it is damaged or lacks part of its revision's schema.
+
+    ``integrity_check`` reads every page (``quick_check`` skips the indexes'
+    agreement with their tables): a restore is rare, and the copy is what the
+    inventory will be.
+    """
+    try:
+        db = sqlite3.connect(copy)
+        try:
+            found = [str(r[0]) for r in db.execute("PRAGMA integrity_check(3)")]
+            names = [str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            have = {t: frozenset(str(c[0]) for c in db.execute("SELECT name FROM pragma_table_info(?)", (t,))) for t in names}
+        finally:
+            db.close()
+    except sqlite3.OperationalError:
+        raise  # the copy's own file (a full disk): not the backup's fault
+    except sqlite3.DatabaseError as e:
+        found = [str(e)]
+    if found != ["ok"]:
+        raise InputError(f"damaged: SQLite's integrity check fails ({found[0]}); nothing was restored", location=str(backup_file))
+    missing = _first_missing(expected_schema(revision), have)
+    if missing:
+        raise _refuse_missing(backup_file, revision, missing)
+
+
+def _sqlite_restore(backup_file: Path, target: Path, *, revision: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():
         _refuse_if_in_use(f"sqlite:///{target}")
@@ -316,7 +452,8 @@ def _sqlite_restore(backup_file: Path, target: Path, *, migrate: bool) -> None:
         finally:
             dst.close()
             src.close()
-        if migrate:
+        _check_sqlite_copy(tmp, backup_file, revision)
+        if revision != HEAD:
             _migrate_file(tmp)
         if target.exists():
             shutil.copymode(target, tmp)  # the database keeps its permissions
@@ -381,13 +518,59 @@ def _swap(tmp: Path, target: Path) -> None:
         live.close()
 
 
-def _pg_restore(url: str, path: Path) -> None:
-    """Drop every table and recreate them from the dump, in one transaction (psql --single-transaction)."""
+def _check_dump(path: Path, revision: str) -> None:
+    """Refuse (exit 2) a dump whose table of contents cannot be read or lacks a table of its revision's schema."""
+    tables = _read_dump(path, _pgdump_tables)
+    for table in sorted(expected_schema(revision)):
+        if table not in tables:
+            raise _refuse_missing(path, revision, f"table {table}")
+
+
+# The error the schema check inside the restore's transaction raises (below), told from psql's other errors by this.
+_CHECK_MARK = "fleetctl-restore-check"
+
+
+def _schema_check_sql(revision: str) -> str:
+    """SQL that fails the restore's transaction when a table or column of ``revision``'s schema is not there.
+
+    The dump's script sets an empty search_path: every name is qualified.
+    """
+    want = expected_schema(revision)
+    rows = ", ".join(f"('{t}', '{c}')" for t in sorted(want) for c in sorted(want[t]))
+    return f"""
+DO $fleetctl$
+DECLARE missing text;
+BEGIN
+  SELECT 'table ' || w.t INTO missing FROM (VALUES {rows}) AS w(t, c)
+   WHERE NOT EXISTS (SELECT 1 FROM information_schema.tables i WHERE i.table_schema = 'public' AND i.table_name = w.t)
+   ORDER BY w.t LIMIT 1;
+  IF missing IS NULL THEN
+    SELECT 'column ' || w.t || '.' || w.c INTO missing FROM (VALUES {rows}) AS w(t, c)
+     WHERE NOT EXISTS (SELECT 1 FROM information_schema.columns i
+                        WHERE i.table_schema = 'public' AND i.table_name = w.t AND i.column_name = w.c)
+     ORDER BY w.t, w.c LIMIT 1;
+  END IF;
+  IF missing IS NOT NULL THEN
+    RAISE EXCEPTION '{_CHECK_MARK}: %', missing;
+  END IF;
+END
+$fleetctl$;
+"""
+
+
+def _pg_restore(url: str, path: Path, revision: str) -> None:
+    """Drop every table and recreate them from the dump, in one transaction (psql --single-transaction).
+
+    The dump is read whole first (pg_restore decompresses every table's data:
+    a damaged block fails here, before the database is touched), and the
+    transaction ends with the schema check, so a dump lacking a column rolls
+    back to the database as it was.
+    """
     from sqlalchemy import create_engine, inspect
 
     _refuse_if_in_use(url)
     pg_restore, psql = _tool("pg_restore"), _tool("psql")
-    script = _run([pg_restore, "--no-owner", "--no-privileges", "--file=-", str(path)])
+    script = _read_dump(path, lambda p: _run([pg_restore, "--no-owner", "--no-privileges", "--file=-", str(p)]))
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
@@ -400,10 +583,19 @@ def _pg_restore(url: str, path: Path) -> None:
     drops += [f'DROP SEQUENCE IF EXISTS public."{s}" CASCADE;' for s in sequences]
     env, dsn = _pg_env_and_dsn(url)
     with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="fleetctl-restore-", encoding="utf-8") as f:
-        f.write("\n".join(drops) + "\n" + script)
+        f.write("\n".join(drops) + "\n" + script + _schema_check_sql(revision))
         f.flush()
         reset_engines()
-        _run([psql, "--no-psqlrc", "--quiet", "--set=ON_ERROR_STOP=1", "--single-transaction", f"--file={f.name}", dsn], env=env)
+        try:
+            _run([psql, "--no-psqlrc", "--quiet", "--set=ON_ERROR_STOP=1", "--single-transaction", f"--file={f.name}", dsn], env=env)
+        except StoreError as e:
+            if _CHECK_MARK in str(e):
+                missing = str(e).split(f"{_CHECK_MARK}: ", 1)[1].strip()
+                raise _refuse_missing(path, revision, missing) from e
+            if re.search(r"psql:[^:]*:\d+: ERROR:", str(e)):  # a statement of the dump failed: rolled back, the dump's fault
+                raise InputError(f"does not restore: {str(e).split('ERROR:', 1)[1].strip()}; nothing was restored",
+                                 location=str(path)) from e  # fmt: skip
+            raise
     # An older backup: migrated now, under the migration lock (get_engine does it).
     reset_engines()
     get_engine(url)
