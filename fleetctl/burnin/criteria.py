@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from fleetctl.errors import DriverError, InputError
 from fleetctl.interfaces.accel import BoardEvent
@@ -165,7 +166,9 @@ def board_kind_of_run(stored: str) -> str:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # No .nan or .inf: a NaN limit compares false with every reading (temp_max_c: .nan never fails a board) and an
+    # infinite one is never reached; either switches a check off without saying so (issue #25).
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Level(_Model):
@@ -206,6 +209,22 @@ class Criteria(_Model):
     link_judges_generation: bool = True
     xid_critical: tuple[int, ...] | None = None
     severity: dict[str, Severity] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _bounds_agree(self, info: ValidationInfo) -> Criteria:
+        """Refuse bounds that contradict each other (a board below fail_fraction passing, a warning above the failure).
+
+        A model's keys are checked alone where the file is read (which kind a model's boards are is the inventory's
+        word), and on top of its kind's criteria when a board is judged (:meth:`CriteriaFile.for_board`).
+        """
+        if isinstance(info.context, dict) and info.context.get("partial"):
+            return self
+        if self.fail_fraction > self.pass_fraction:
+            raise ValueError(f"fail_fraction {self.fail_fraction:g} is above pass_fraction {self.pass_fraction:g} (below"
+                             " fail_fraction fails, at pass_fraction or more passes): give fail_fraction <= pass_fraction")  # fmt: skip
+        if self.temp_warn_c is not None and self.temp_max_c is not None and self.temp_warn_c > self.temp_max_c:
+            raise ValueError(f"temp_warn_c {self.temp_warn_c:g} is above temp_max_c {self.temp_max_c:g}: give temp_warn_c <= temp_max_c")
+        return self
 
     def severity_of(self, criterion: str) -> str:
         return self.severity.get(criterion, DEFAULT_SEVERITY.get(criterion, "fail"))
@@ -300,7 +319,105 @@ class CriteriaFile(_Model):
         over = self.models.get(model or "") or {}
         if not over:
             return base
-        return Criteria.model_validate({**base.model_dump(), **over, "severity": {**base.severity, **over.get("severity", {})}})
+        try:
+            return Criteria.model_validate({**base.model_dump(), **over, "severity": {**base.severity, **over.get("severity", {})}})
+        except ValidationError as e:
+            raise InputError(f"{self.source}: models.{model}: {_message(e)} (on the criteria of {board_kind} boards)",
+                             field="--criteria") from e  # fmt: skip
+
+
+def _message(e: ValidationError) -> str:
+    """The first error's message, without pydantic's "Value error, " in front of our own."""
+    return str(e.errors()[0]["msg"]).removeprefix("Value error, ")
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing a key given twice in one mapping (the second would silently win).
+
+    A key a merge (``<<: *defaults``) brings may be given again: that is what a merge is for.
+    """
+
+    file = ""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            try:
+                dup = key in seen
+            except TypeError:
+                continue  # a key that cannot be a dict key: PyYAML's own error says so below
+            if dup:
+                raise InputError(f"{self.file}:{key_node.start_mark.line + 1}: duplicate key {key!r}", field="--criteria")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+@dataclass
+class _Read:
+    """A criteria file as read: its data, and its node tree (for the line of a key)."""
+
+    file: Path
+    data: Any
+    node: Any
+
+    def line_of(self, loc: tuple[Any, ...]) -> int | None:
+        """The line of the deepest element of ``loc`` written in the file (None: nothing of it is)."""
+        node, line = self.node, None
+        for part in loc:
+            if isinstance(node, yaml.MappingNode):
+                found = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)), None)
+                if found is None:
+                    break
+                line, node = found[0].start_mark.line + 1, found[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+                node = node.value[part]
+                line = node.start_mark.line + 1
+            else:
+                break
+        return line
+
+    def error(self, loc: tuple[Any, ...], message: str) -> InputError:
+        """One line naming the file (and the line, where the key is written in it), the key's path and what is wrong."""
+        line = self.line_of(loc)
+        where = ".".join(str(p) for p in loc)
+        return InputError(f"{self.file}{f':{line}' if line else ''}: {where}: {message}", field="--criteria")
+
+
+def _read(file: Path) -> _Read:
+    """Read a criteria file: UTF-8 YAML, one document, no key twice in a mapping.
+
+    Raises:
+        InputError: it cannot be read, is not UTF-8 text (a binary file) or not YAML, or repeats a key.
+    """
+    try:
+        raw = file.read_bytes()
+    except OSError as e:
+        raise InputError(f"{file}: cannot read the burn-in criteria: {e.strerror or e}", field="--criteria") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{file}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}): a criteria file is YAML",
+                         field="--criteria") from e  # fmt: skip
+    loader: _StrictLoader | None = None
+    try:
+        loader = _StrictLoader(text)  # its reader refuses control characters already
+        loader.file = str(file)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        at = f":{mark.line + 1}" if mark else ""
+        raise InputError(f"{file}{at}: not valid YAML: {e.problem or e.context}", field="--criteria") from e
+    except yaml.YAMLError as e:
+        raise InputError(f"{file}: not valid YAML: {str(e).splitlines()[0]}", field="--criteria") from e
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return _Read(file, data, node)
 
 
 def _upgrade(file: Path, where: str, mapping: Any) -> Any:
@@ -348,17 +465,15 @@ def load(path: str | os.PathLike[str] | None = None) -> CriteriaFile:
             outside the vocabulary, or has an unknown key or a wrong value
             (named by its path in the file).
     """
-    import yaml
-
     file = Path(path or os.environ.get(ENV) or DEFAULT_FILE)
-    try:
-        data = yaml.safe_load(file.read_text())
-    except OSError as e:
-        raise InputError(f"{file}: cannot read the burn-in criteria: {e.strerror or e}", field="--criteria") from e
-    except yaml.YAMLError as e:
-        raise InputError(f"{file}: not valid YAML: {str(e).splitlines()[0]}", field="--criteria") from e
+    read = _read(file)
+    data = read.data
     if not isinstance(data, dict):
         raise InputError(f"{file}: expected a mapping (levels, kinds, models)", field="--criteria")
+    for section, of in (("levels", "board kind to its levels"), ("kinds", "board kind to its criteria"),
+                        ("models", "hardware model to its criteria")):  # fmt: skip
+        if data.get(section) is not None and not isinstance(data[section], dict):
+            raise read.error((section,), f"expected a mapping of {of}, not {type(data[section]).__name__}")
     data = _upgrade_file(file, data)
     known = board_kinds()
     for section in ("levels", "kinds"):
@@ -370,7 +485,7 @@ def load(path: str | os.PathLike[str] | None = None) -> CriteriaFile:
     # value below it.
     layers = [driver_defaults()]
     if file != DEFAULT_FILE:
-        layers.append(_upgrade_file(DEFAULT_FILE, yaml.safe_load(DEFAULT_FILE.read_text()) or {}))
+        layers.append(_upgrade_file(DEFAULT_FILE, _read(DEFAULT_FILE).data or {}))
     for base in reversed(layers):
         for key in ("levels", "kinds", "models"):
             merged = dict(base.get(key) or {})
@@ -380,16 +495,12 @@ def load(path: str | os.PathLike[str] | None = None) -> CriteriaFile:
     try:
         out = CriteriaFile.model_validate({**data, "source": str(file)})
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InputError(f"{file}: {where}: {first['msg']}", field="--criteria") from e
-    for name, over in out.models.items():  # a model's keys must make valid criteria on top of any kind
+        raise read.error(tuple(e.errors()[0]["loc"]), _message(e)) from e
+    for name, over in out.models.items():  # a model's keys must be valid criteria keys (their bounds: see for_board)
         try:
-            Criteria.model_validate({**Criteria().model_dump(), **over})
+            Criteria.model_validate({**Criteria().model_dump(), **over}, context={"partial": True})
         except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise InputError(f"{file}: models.{name}.{where}: {first['msg']}", field="--criteria") from e
+            raise read.error(("models", name, *e.errors()[0]["loc"]), _message(e)) from e
     return out
 
 

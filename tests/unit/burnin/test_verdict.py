@@ -99,7 +99,7 @@ def test_a_site_copy_overrides_key_by_key_and_bad_values_name_the_key(tmp_path: 
     assert (got.pass_fraction, got.fail_fraction, got.golden_throughput) == (0.95, 0.6, 400.0)
     assert c.level("gpu", "quick").dcgm_level == 1
     f.write_text("kinds:\n  mncore2:\n    pass_fraction: 2\n")
-    with pytest.raises(InputError, match=r"c\.yaml: kinds\.mncore2\.pass_fraction"):
+    with pytest.raises(InputError, match=r"c\.yaml:3: kinds\.mncore2\.pass_fraction"):
         crit.load(f)
     f.write_text("models:\n  mn-server-2:\n    golden_thruput: 1\n")
     with pytest.raises(InputError, match=r"models\.mn-server-2\.golden_thruput"):
