@@ -8,8 +8,10 @@ import typer
 
 from fleetctl.cli.common import OutputOpt
 from fleetctl.cli.output import Format
+from fleetctl_lab.k8s.cli import app as k8s_app
 
 app = typer.Typer(no_args_is_help=True, help="The lab: a simulated datacenter (BMCs, switches, hosts) as a fleet of its own.")
+app.add_typer(k8s_app, name="k8s")
 
 
 @app.command("up")

@@ -14,9 +14,5 @@ of its fidelity (tests/e2e/test_lab_k8s_kubectl.py). See docs/lab.md.
 - ``daemon``: ``fleetctl lab k8s up|down|status|fault`` run it in the background.
 """
 
-from __future__ import annotations
-
-from fleetctl_lab.k8s.objects import NodeSeed
-from fleetctl_lab.k8s.server import K8sLab, K8sLabConfig, K8sLabHandle, seeds_from_specs, serve_k8s
-
-__all__ = ["K8sLab", "K8sLabConfig", "K8sLabHandle", "NodeSeed", "seeds_from_specs", "serve_k8s"]
+# Nothing imported here: `fleetctl lab k8s` loads this package's CLI, and
+# aiohttp only when a command serves (tests: fleetctl_lab.k8s.server.serve_k8s).
