@@ -3,8 +3,11 @@
 The run row is written first (state ``running``); each target's verdict, its
 findings, the open-problem picture and its cursor (log position, counters)
 are written together, in batches, as targets finish. A sweep killed half
-way keeps what it learned, and the next one reads the cursors of the targets
-that were done; a run whose process is gone is marked ``interrupted``.
+way keeps what it learned; a run whose process is gone is marked ``interrupted``.
+An interrupted run reported nothing, so it is never a baseline: new, persisting
+and resolved are judged against the last *finished* run that swept each target,
+and its cursors stand for "since the last sweep" only once their run finished
+(:mod:`fleetctl.sweep.history`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from fleetctl.sweep.collect import (
     switch_cursor,
     switch_expectations,
 )
-from fleetctl.sweep.history import prune
+from fleetctl.sweep.history import baseline_cursors, previous_findings, prune, stamp_cursors
 from fleetctl.sweep.model import Finding, Status, problem, worst
 from fleetctl.sweep.registry import checks
 from fleetctl.targets import bmc_targets, snmp_targets
@@ -162,14 +165,24 @@ class Recorder:
                 if not names:
                     continue
                 open_now: dict[Key, Any] = {}
+                stored: dict[str, Any] = {}
                 for chunk in _chunks(names):
                     for r in c.execute(select(T.finding_state).where(T.finding_state.c.kind == kind, T.finding_state.c.target.in_(chunk))):
                         open_now[(r.kind, r.target, r.check, r.subject)] = r
+                    for r in c.execute(select(T.sweep_cursor).where(T.sweep_cursor.c.kind == kind, T.sweep_cursor.c.target.in_(chunk))):
+                        stored[r.target] = r.value
                     c.execute(delete(T.finding_state).where(T.finding_state.c.kind == kind, T.finding_state.c.target.in_(chunk)))
                     c.execute(delete(T.sweep_cursor).where(T.sweep_cursor.c.kind == kind, T.sweep_cursor.c.target.in_(chunk)))
-                self._write(c, [(v, cur) for v, cur in batch if v.kind == kind], open_now)
+                previous = previous_findings(c, kind, names, before=self.run_id)
+                mine = [(v, cur) for v, cur in batch if v.kind == kind]
+                stamped = stamp_cursors(c, self.run_id, {v.name: cur for v, cur in mine if cur is not None}, stored)
+                self._write(c, [(v, stamped.get(v.name)) for v, _ in mine], open_now, previous)
 
-    def _write(self, c: Any, batch: list[tuple[TargetVerdict, dict[str, Any] | None]], open_now: dict[Key, Any]) -> None:
+    def _write(self, c: Any, batch: list[tuple[TargetVerdict, dict[str, Any] | None]], open_now: dict[Key, Any],
+               previous: dict[str, dict[Key, Any]]) -> None:  # fmt: skip
+        """Write a batch. New, persisting and resolved are judged against ``previous`` (what the last *finished* run
+        that swept each target found open: an interrupted run reported nothing, so what it saw first is still news);
+        ``open_now`` (finding_state, which every run keeps, interrupted or not) gives first_seen and the acks to end."""
         T = self.T
         now = self.now
         targets, findings, states, cursors = [], [], [], []
@@ -188,9 +201,13 @@ class Recorder:
                     continue
                 keys.add(f.key)
                 before = open_now.get(f.key)
-                first_seen = before.first_seen if before is not None else now
-                is_new = before is None or Status(f.status).rank > Status(before.status).rank
+                last = previous.get(v.name, {}).get(f.key)
+                first_seen = before.first_seen if before is not None else last.first_seen if last is not None else now
                 ack = self._ack_for(c, f)
+                is_new = (last is None or Status(f.status).rank > Status(last.status).rank
+                          # silenced at the last finished run, no longer (the ack expired or was removed): news again,
+                          # as an Alertmanager silence that ends notifies again
+                          or (last.ack_id is not None and ack is None and Status(f.status).value == last.status))  # fmt: skip
                 row = {"run_id": self.run_id, "kind": f.kind, "target": f.target, "check": f.check, "subject": f.subject,
                        "status": f.status.value, "message": f.message[:2000], "evidence": _jsonable(f.evidence),
                        "first_seen": first_seen, "last_seen": now, "new": is_new, "ack_id": ack}  # fmt: skip
@@ -201,10 +218,12 @@ class Recorder:
                 summary["evidence"] = row["evidence"]
                 self.findings.append(summary)
                 (self.new if is_new else self.persisting).append(summary)
-            for key, before in open_by_target.get(v.name, []):
+            for key, last in previous.get(v.name, {}).items():
                 if key not in keys:
                     self.resolved.append({"kind": key[0], "target": key[1], "check": key[2], "subject": key[3],
-                                          "status": before.status, "message": before.message, "first_seen": before.first_seen})  # fmt: skip
+                                          "status": last.status, "message": last.message, "first_seen": last.first_seen})  # fmt: skip
+            for key, _ in open_by_target.get(v.name, []):
+                if key not in keys:
                     self._end_ack(c, key, "resolved")
             if cursor is not None:
                 cursors.append({"kind": v.kind, "target": v.name, "value": cursor, "updated_at": now})
@@ -323,7 +342,7 @@ async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches
     (:mod:`fleetctl.sweep.workflow`). ``criteria`` (a ``CriteriaFile``): what the host checks judge the boards by, as
     the command read it; None: the criteria in force here."""
     with engine.connect() as c:
-        cursors = {(r.kind, r.target): r.value for r in c.execute(select(T.sweep_cursor))}
+        cursors = baseline_cursors(c)  # as of the last finished run: an interrupted one's reading is read again
         server_cursors = {k[1]: v for k, v in cursors.items() if k[0] == "server"}
         sexp = server_expectations(c, [s.name for s in servers], server_cursors, max_skew_s=opts.max_skew_s, criteria=criteria)
         wexp = switch_expectations(c, switches)

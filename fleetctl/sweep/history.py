@@ -103,6 +103,118 @@ def diff(conn: Any, before: int, after: int) -> dict[str, list[dict[str, Any]]]:
     return {"new": new, "resolved": resolved, "persisting": persisting}
 
 
+def last_swept(conn: Any, kind: str, names: list[str], *, before: int) -> dict[str, int]:
+    """The last *finished* run before run ``before`` that swept each of ``names`` (a name no finished run swept is left out).
+
+    An interrupted run's findings were written (what it learned stays), but it
+    is no baseline: a problem it saw first was never reported as new by a run
+    that ended, so the next finished run must still call it new. The latest
+    few finished runs are tried one by one (each an indexed lookup: usually the
+    latest, a sweep of all, has every name); the names left, swept only by older
+    partial sweeps or never, take one grouped query.
+    """
+    st, sr = T.sweep_target.c, T.sweep_run.c
+    found: dict[str, int] = {}
+    left = sorted(set(names))
+    recent = [r.id for r in conn.execute(select(sr.id).where(sr.state == "finished", sr.id < before).order_by(sr.id.desc()).limit(3))]
+    for rid in recent:
+        if not left:
+            break
+        for i in range(0, len(left), 500):
+            for r in conn.execute(select(st.name).where(st.run_id == rid, st.kind == kind, st.name.in_(left[i : i + 500]))):
+                found[r.name] = rid
+        left = [n for n in left if n not in found]
+    if left and len(recent) == 3:
+        for i in range(0, len(left), 500):
+            q = (select(st.name, func.max(st.run_id)).join(T.sweep_run, sr.id == st.run_id)
+                 .where(st.kind == kind, st.name.in_(left[i : i + 500]), sr.state == "finished", sr.id < before)
+                 .group_by(st.name))  # fmt: skip
+            found.update({name: int(rid) for name, rid in conn.execute(q)})
+    return found
+
+
+def previous_findings(conn: Any, kind: str, names: list[str], *, before: int) -> dict[str, dict[tuple[str, str, str, str], Any]]:
+    """What was open on each target at the last finished run before ``before`` that swept it: {name: {key: finding row}}.
+
+    A target that run found healthy maps to ``{}``; one no finished run swept is
+    left out (everything on it is new).
+    """
+    last = last_swept(conn, kind, names, before=before)
+    out: dict[str, dict[tuple[str, str, str, str], Any]] = {name: {} for name in last}
+    by_run: dict[int, list[str]] = {}
+    for name, rid in last.items():
+        by_run.setdefault(rid, []).append(name)
+    f = T.finding.c
+    for rid, targets in by_run.items():
+        for i in range(0, len(targets), 500):
+            q = select(T.finding).where(f.run_id == rid, f.kind == kind, f.target.in_(targets[i : i + 500]))
+            for r in conn.execute(q):
+                out[r.target][(r.kind, r.target, r.check, r.subject)] = r
+    return out
+
+
+# A target's cursor (its BMC log position, its switch counters) marks what "since the last sweep" means. An
+# interrupted run reported nothing, so its cursor must not move that mark: each stored cursor says which run wrote it
+# and carries the cursor as of the last finished run before it, which the next sweep reads instead while the run that
+# wrote it has not finished (a log entry an interrupted run saw is read, and reported, again).
+CURSOR_RUN = "_run"
+CURSOR_FINISHED = "_finished"
+
+
+def _bare(value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    return {k: v for k, v in value.items() if k not in (CURSOR_RUN, CURSOR_FINISHED)}
+
+
+def _finished_runs(conn: Any, values: list[Any]) -> set[int]:
+    ids = sorted({v[CURSOR_RUN] for v in values if isinstance(v, dict) and isinstance(v.get(CURSOR_RUN), int)})
+    done: set[int] = set()
+    sr = T.sweep_run.c
+    for i in range(0, len(ids), 500):
+        done.update(r.id for r in conn.execute(select(sr.id).where(sr.id.in_(ids[i : i + 500]), sr.state == "finished")))
+    # A run no longer stored (pruned) is taken as finished: its cursor is all there is.
+    kept = set()
+    for i in range(0, len(ids), 500):
+        kept.update(r.id for r in conn.execute(select(sr.id).where(sr.id.in_(ids[i : i + 500]))))
+    return done | (set(ids) - kept)
+
+
+def _as_of_finished(value: Any, finished: set[int]) -> dict[str, Any] | None:
+    """A stored cursor as of the last finished run: its own value if its run finished (or it names none), else the one it carries."""
+    if not isinstance(value, dict):
+        return None
+    run = value.get(CURSOR_RUN)
+    if run is None or run in finished:
+        return _bare(value)
+    return _bare(value.get(CURSOR_FINISHED))
+
+
+def baseline_cursors(conn: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    """{(kind, target): cursor} as of the last finished run that swept each target (a target without one is left out)."""
+    rows = [(r.kind, r.target, r.value) for r in conn.execute(select(T.sweep_cursor))]
+    finished = _finished_runs(conn, [v for _, _, v in rows])
+    out = {}
+    for kind, target, value in rows:
+        cur = _as_of_finished(value, finished)
+        if cur is not None:
+            out[(kind, target)] = cur
+    return out
+
+
+def stamp_cursors(conn: Any, run_id: int, cursors: dict[str, dict[str, Any]], stored: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The cursors run ``run_id`` writes ({target: cursor}), each marked with the run and carrying the cursor as of the
+    last finished run (from ``stored``, the values they replace)."""
+    finished = _finished_runs(conn, list(stored.values())) - {run_id}
+    out = {}
+    for target, cur in cursors.items():
+        prev = stored.get(target)
+        base = _as_of_finished(prev, finished) if not (isinstance(prev, dict) and prev.get(CURSOR_RUN) == run_id) else (
+            _bare(prev.get(CURSOR_FINISHED)))  # fmt: skip
+        out[target] = {**(_bare(cur) or {}), CURSOR_RUN: run_id, CURSOR_FINISHED: base}
+    return out
+
+
 def per_day(conn: Any, days: int = 30, *, now: dt.datetime | None = None) -> list[dict[str, Any]]:
     """Findings per day and status over the ``days`` before ``now`` (the latest finished run of each day).
 

@@ -53,7 +53,7 @@ def test_new_persisting_resolved_and_first_seen(db_url):  # type: ignore[no-unty
         assert [f["target"] for f in d["resolved"]] == ["a"]
         assert [(f["target"], f["status"]) for f in d["new"]] == [("b", "critical")]
         assert d["persisting"] == []
-        cursors = {r.target: r.value for r in c.execute(select(T.sweep_cursor))}
+        cursors = {k[1]: v for k, v in history.baseline_cursors(c).items()}
         assert cursors == {"a": {"log_cursor": "cursor-a"}, "b": {"log_cursor": "cursor-b"}}
         assert history.get_run(c, "latest")["id"] == r3.run_id
         assert history.get_run(c, "latest~2")["id"] == r1.run_id
