@@ -139,11 +139,11 @@ def update(
     """Bring firmware to the baseline as a campaign: waves (a canary, then batches), a failure threshold, windows; resumable."""
     from pathlib import Path
 
-    from fleetctl.cli.bmcrun import refuse_in_service, resolve, run_with_progress
+    from fleetctl.cli.bmcrun import refuse_in_service, resolve
     from fleetctl.cli.output import console, emit
     from fleetctl.errors import InputError
-    from fleetctl.workflows.firmware_campaign import Campaign, CampaignOptions, check_template, is_local, run_waves
-    from fleetctl.workflows.firmware_policy import SystemClock, Threshold, Window
+    from fleetctl.workflows.firmware_campaign import CampaignOptions, check_template, is_local
+    from fleetctl.workflows.firmware_policy import Threshold, Window
 
     # Every input is checked here, before any BMC is touched or anything written.
     local = is_local(image_base)
@@ -156,58 +156,110 @@ def update(
     if no_wait and window is None:
         raise InputError("--no-wait only means something with --window", field="--no-wait")
     threshold = Threshold.parse(max_failures)
-    win = Window.parse(window) if window else None
+    if window:
+        Window.parse(window)
     check_template(template, image_base)
     temporal = bool(_temporal()) and not dry_run  # the scale-out engine (docs/scale-out.md); a dry run stays in process
     if temporal:
         from fleetctl.config import database_url
         from fleetctl.scaleout.client import check_store
-        from fleetctl.scaleout.firmware_client import check_image_base
+        from fleetctl.workflows.firmware_described import check_image_base
 
         check_store(database_url())
         check_image_base(image_base)
     servers = resolve(targets, output)
     refuse_in_service(servers, allow_in_service)
+    want = _baselines()
+    if component:
+        _check_components(component, servers, want)
     from fleetctl.preflight import for_firmware
 
     for_firmware(servers).refuse()  # every BMC URL and credential resolves (their values are never shown)
     opts = CampaignOptions(template=template, base=image_base.removeprefix("file://") if local else image_base,
                            only=set(component) if component else None, allow_downgrade=allow_downgrade,
                            apply_time=apply_time.value, push=push, task_timeout=task_timeout, poll=poll)  # fmt: skip
-    want = _baselines()
     ids = {s.name: s.id for s in servers}
     args = {"image_base": image_base, "template": template, "components": sorted(component or []), "max_failures": str(threshold),
             "allow_downgrade": allow_downgrade, "apply_time": apply_time.value, "window": window, "push": push}  # fmt: skip
-    waves = [servers[:canary]] + [servers[i : i + batch] for i in range(canary, len(servers), batch)]
-    request = None
-    if temporal:
-        from fleetctl.scaleout.firmware_client import campaign_request
-
-        request = campaign_request([[s.name for s in w] for w in waves if w], opts, label=" ".join(targets), args=args,
-                                   threshold=threshold, window=window, wait=not no_wait)  # fmt: skip
+    waves = [w for w in [servers[:canary]] + [servers[i : i + batch] for i in range(canary, len(servers), batch)] if w]
     if local:
         _check_local_images(servers, opts, want, ids, targets, output)
 
     def say(line: str) -> None:
-        console(stderr=True).print(line)
+        console(stderr=True).print(line, highlight=False)
 
     if dry_run:
-        planner = Campaign(None, None, opts, want, ids, actor="")
-        report = run_waves(servers, waves, lambda n, w: run_with_progress(w, planner.dry_run, kind="firmware.plan", targets=targets,
-                                                                           args={**args, "wave": n}, output=output),
-                           planner, threshold=threshold, window=win, wait=False, clock=SystemClock(), dry_run=True)  # fmt: skip
-    elif request is not None:
-        report = _through_temporal(request, say)
+        report = _dry_run(waves, opts, want, ids, targets, args, threshold, output)
     else:
-        report = _campaign(servers, waves, opts, want, ids, targets, args, threshold, win, not no_wait, output, say)
-    emit(report.rows, output, columns=["wave", "server", "component", "from", "to", "after", "result", "message"],
+        from fleetctl.inventory.service import actor
+        from fleetctl.workflows.firmware_described import request
+
+        req = request([[s.name for s in w] for w in waves], opts, label=" ".join(targets), args=args, threshold=threshold,
+                      window=window, wait=not no_wait, actor=actor())  # fmt: skip
+        report = _through_temporal(req, say) if temporal else _in_process(req, len(servers), output, say)
+    rows = [_in_order(r) for r in report.rows]
+    emit(rows, output, columns=COLUMNS,
          styles={"result": lambda v: {"updated": "green", "at baseline": "green", "would update": "yellow",
                                       "would downgrade": "yellow"}.get(v, "bold red")})  # fmt: skip
-    if output == Format.table and report.halted and any(r["result"] == "not attempted" for r in report.rows):
+    if output == Format.table and report.halted and any(r["result"] == "not attempted" for r in rows):
         say(f"halted: {report.failed} server(s) failed (threshold {threshold}); the waves after were not attempted")
     ok = {"updated", "at baseline", "would update", "would downgrade"}
-    if any(r["result"] not in ok for r in report.rows) and not (dry_run and report.failed == 0):
+    if any(r["result"] not in ok for r in rows) and not (dry_run and report.failed == 0):
         raise typer.Exit(1)
+
+
+# The report's columns, in this order on both engines (a row that travelled through Temporal's JSON has its keys sorted).
+COLUMNS = ["wave", "server", "component", "from", "to", "after", "result", "message"]
+
+
+def _in_order(row: dict[str, Any]) -> dict[str, Any]:
+    return {**{k: row[k] for k in COLUMNS if k in row}, **row}
+
+
+def _check_components(component: list[str], servers: list[Any], want: dict[str, dict[str, str]]) -> None:
+    """Each --component names a component of a server's baseline: by its name, or by a BMC id that answers to one
+    (``mncore2_slot0_mncore2-board``); any case. Anything else would flash nothing and say "at baseline".
+
+    Raises:
+        InputError: one that names none, with the components the servers' baselines have.
+    """
+    from fleetctl.errors import InputError
+    from fleetctl.interfaces.bmc import FirmwareComponent
+    from fleetctl.workflows.firmware import baseline_key
+
+    have: dict[str, str] = {}
+    for s in servers:
+        have.update(want.get(s.name, {}))
+    for c in component:
+        if baseline_key(have, FirmwareComponent(id=c, name=c, version=None)) is None:
+            known = ", ".join(sorted(have, key=str.lower)) or "none (their models have no firmware baseline)"
+            raise InputError(f"--component {c!r} is not in the firmware baseline of these servers' models; it has: {known}",
+                             field="--component")  # fmt: skip
+
+
+def _dry_run(waves: list[list[Any]], opts: Any, want: dict[str, dict[str, str]], ids: dict[str, int], targets: list[str],
+             args: dict[str, Any], threshold: Any, output: Format) -> Any:  # fmt: skip
+    """What the campaign would do, wave by wave, read from the BMCs (nothing locked, flashed or journaled but the reads'
+    own jobs); the window is not waited for, and BMCs that cannot be read count against the threshold as in a campaign."""
+    from fleetctl.cli.bmcrun import run_with_progress
+    from fleetctl.workflows.firmware_campaign import HALT_REASON, Campaign, WaveReport, server_rows
+
+    planner = Campaign(None, None, opts, want, ids, actor="")
+    rows: list[dict[str, Any]] = []
+    failed, halted = 0, False
+    total = sum(len(w) for w in waves)
+    for n, wave in enumerate(waves):
+        if halted:
+            why = HALT_REASON.format(failed=failed, threshold=threshold)
+            rows += [{"wave": n, "server": s.name, "component": None, "from": None, "to": None, "after": None,
+                      "result": "not attempted", "message": why} for s in wave]  # fmt: skip
+            continue
+        for o in run_with_progress(wave, planner.dry_run, kind="firmware.plan", targets=targets, args={**args, "wave": n},
+                                   output=output):  # fmt: skip
+            rows += server_rows(planner, n, o.server, o.error, dry_run=True)
+            failed += 0 if o.ok else 1
+        halted = threshold.reached(failed, total)
+    return WaveReport(rows, failed, halted, False)
 
 
 def _check_local_images(servers: list[Any], opts: Any, want: dict[str, dict[str, str]], ids: dict[str, int], targets: list[str],
@@ -233,53 +285,48 @@ def _temporal() -> str | None:
     return temporal_address()
 
 
-def _through_temporal(request: dict[str, Any], say: Any) -> Any:
-    """The campaign as Temporal workflows, followed to its end (the same report); Ctrl-C or SIGTERM detaches."""
+def _through_temporal(req: Any, say: Any) -> Any:
+    """The campaign on Temporal, followed to its end (the same report as in process); Ctrl-C or SIGTERM detaches."""
     from fleetctl.cli.output import console
     from fleetctl.config import temporal_address, temporal_namespace
-    from fleetctl.scaleout.client import Detached
-    from fleetctl.scaleout.firmware_client import campaign
-    from fleetctl.workflows.firmware_campaign import WaveReport
+    from fleetctl.scaleout.client import Detached, run_described
 
     address = temporal_address()
     assert address is not None
     try:  # (SIGTERM is Ctrl-C, cli.app.main)
-        out = campaign(request, address, temporal_namespace(), say)
+        report, _ = run_described("firmware", req, address, temporal_namespace(), kind="firmware", say=say,
+                                  resumes="the same `fleetctl firmware update` resumes it (nothing done is flashed again)")  # fmt: skip
     except Detached as d:
         console(stderr=True).print(d.message(), highlight=False)
         raise typer.Exit(130) from None
-    return WaveReport(out["rows"], int(out["failed"]), bool(out["halted"]), bool(out["stopped"]))
+    return report
 
 
-def _campaign(servers: list[Any], waves: list[list[Any]], opts: Any, want: dict[str, dict[str, str]], ids: dict[str, int],
-              targets: list[str], args: dict[str, Any], threshold: Any, win: Any, wait: bool, output: Format,
-              say: Any) -> Any:  # fmt: skip
-    """The campaign proper: the servers locked (stale locks of dead runs recovered), a journaled job, the waves."""
-    from fleetctl.cli.bmcrun import run_with_progress
-    from fleetctl.inventory.service import actor
-    from fleetctl.lifecycle.locks import owner_id, release
-    from fleetctl.store import get_engine
-    from fleetctl.workflows.firmware_campaign import KIND, PREFIX, Campaign, close_campaign, lock_servers, run_waves
-    from fleetctl.workflows.firmware_policy import SystemClock
-    from fleetctl.workflows.journal import AsyncJournal, JobState, Journal
+def _in_process(req: Any, total: int, output: Format, say: Any) -> Any:
+    """The campaign in this process (the same description as on Temporal), a progress bar on a terminal.
 
-    engine = get_engine()
-    me, who = owner_id(), actor()
-    names = [s.name for s in servers]
-    got, busy = lock_servers(engine, names, owner=me, who=who)
-    journal = Journal.open(engine, kind=KIND, target=" ".join(targets), args=args, actor=who, prefix=PREFIX)
-    aj = AsyncJournal(journal)
-    campaign = Campaign(engine, aj, opts, want, ids, actor=who)
-    mine = [s for s in servers if s.name in got]
-    try:
-        report = run_waves(mine, [[s for s in w if s.name in got] for w in waves],
-                           lambda n, w: run_with_progress(w, campaign.op, kind="firmware.update", targets=targets,
-                                                          args={**args, "wave": n, "job": journal.job_id}, output=output),
-                           campaign, threshold=threshold, window=win, wait=wait, clock=SystemClock(), dry_run=False, say=say)  # fmt: skip
-    except BaseException:
-        aj.close()
-        journal.finish(JobState.INTERRUPTED, "stopped")
-        release(engine, got, owner=me)
-        raise
-    aj.close()
-    return close_campaign(engine, journal, got, owner=me, report=report, busy=busy)
+    Ctrl-C (or SIGTERM) closes it as interrupted: the job interrupted, the locks released; a rerun resumes it.
+    """
+    import sys
+
+    from fleetctl.holders import Holder
+    from fleetctl.workflows.describe import Context, run_local
+    from fleetctl.workflows.firmware_described import FIRMWARE
+
+    ctx = Context("process", str(Holder.me()), say=say)
+    if not (sys.stderr.isatty() and output == Format.table and total > 1):
+        return run_local(FIRMWARE, req, ctx=ctx)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fleetctl.cli.output import console
+
+    bar = Progress(TextColumn("firmware.update"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[last]}"), console=console(stderr=True), transient=True)  # fmt: skip
+    with bar:
+        task = bar.add_task("firmware.update", total=total, last="")
+
+        def progress(key: str, stage: str, out: Any) -> None:
+            if stage == "done":
+                bar.update(task, advance=1, last=f"{key} {'ok' if out is not None and out.ok else 'FAILED'}")
+
+        return run_local(FIRMWARE, req, ctx=ctx, progress=progress)

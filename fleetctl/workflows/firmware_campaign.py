@@ -18,16 +18,15 @@ Every change is an Event (``firmware.update``: before -> after, job, how).
 A failed accelerator board component fails its board and takes its server
 to maintenance, with the evidence.
 
-Across servers (:func:`run_waves`): a canary wave, then batches, each started
-inside the maintenance window only, halting once the failure threshold is
-reached.
+Across servers (:mod:`fleetctl.workflows.firmware_described`, on either
+engine): a canary wave, then batches, each started inside the maintenance
+window only, halting once the failure threshold is reached.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,6 @@ from fleetctl.workflows.firmware_policy import (
     DOWNGRADE,
     DOWNGRADE_REFUSED,
     UPDATE,
-    Clock,
-    Threshold,
-    Window,
     board_slot,
     compliance,
 )
@@ -111,14 +107,34 @@ def render(template: str, *, base: str, id: str, component: str, version: str) -
 
 
 def check_template(template: str, base: str) -> None:
-    """Raise InputError when the template does not render (an unknown placeholder, a stray brace)."""
-    from fleetctl.errors import InputError
+    """Refuse an image template that is more than plain placeholders, as a site file's ``firmware_template`` is refused.
 
+    Only ``{base}``, ``{id}``, ``{component}`` and ``{version}``: a format spec can ask ``str.format`` for gigabytes
+    (``{id:>99999999}`` sent a 100 MB URL to a BMC), a conversion (``{id!r}``) puts quotes in a URL, and attribute or
+    index access (``{base.__class__}``) reads what is not a placeholder.
+
+    Raises:
+        InputError: the template does not render, or asks for more than a placeholder.
+    """
+    from string import Formatter
+
+    from fleetctl.errors import InputError
+    from fleetctl.inventory.schema import FIRMWARE_TEMPLATE_FIELDS
+
+    allowed = ", ".join("{" + n + "}" for n in FIRMWARE_TEMPLATE_FIELDS)
     try:
-        render(template, base=base, id="BIOS", component="BIOS", version="1.0.0")
-    except (KeyError, IndexError, ValueError) as e:
-        raise InputError(f"the image template {template!r} does not render: {e!r} (use {{base}}, {{id}}, {{component}}, "
-                         "{version})", field="--template") from None  # fmt: skip
+        fields = [(name, spec, conv) for _, name, spec, conv in Formatter().parse(template) if name is not None]
+    except ValueError as e:  # a stray brace
+        raise InputError(f"the image template {template!r} does not render: {e} (use {allowed})", field="--template") from None
+    for name, spec, conv in fields:
+        if name not in FIRMWARE_TEMPLATE_FIELDS:
+            raise InputError(f"the image template {template!r} does not render: {{{name}}} is not a placeholder (use {allowed})",
+                             field="--template")  # fmt: skip
+        if spec or conv:
+            shown = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+            raise InputError(f"the image template {template!r}: {shown}: a format spec or conversion is not allowed; "
+                             f"write {{{name}}}", field="--template")  # fmt: skip
+    render(template, base=base, id="BIOS", component="BIOS", version="1.0.0")
 
 
 def read_image(image: str) -> bytes:
@@ -137,7 +153,8 @@ def plan(inventory: list[Any], want: dict[str, str], opts: CampaignOptions) -> l
     for row in compliance(inventory, want, allow_downgrade=opts.allow_downgrade):
         if row.action not in (UPDATE, DOWNGRADE, DOWNGRADE_REFUSED) or row.baseline_component is None or row.wanted is None:
             continue
-        if opts.only and row.baseline_component not in opts.only and row.component not in opts.only:
+        # By baseline name or BMC id, as the operator wrote it in any case (the command checked each names a component).
+        if opts.only and not {row.baseline_component.lower(), row.component.lower()} & {o.lower() for o in opts.only}:
             continue
         image = render(opts.template, base=opts.base, id=row.component, component=row.baseline_component, version=row.wanted)
         f = Flash(row.component, row.baseline_component, row.current, row.wanted, row.uri, image, row.action)
@@ -591,46 +608,8 @@ def baselines(conn: Any, names: list[str] | None = None) -> dict[str, dict[str, 
     return want
 
 
-def run_waves(servers: list[Any], waves: list[list[Any]], runner: Callable[[int, list[Any]], list[Any]], campaign: Campaign, *,
-              threshold: Threshold, window: Window | None, wait: bool, clock: Clock, dry_run: bool,
-              say: Callable[[str], None] = lambda _: None) -> WaveReport:  # fmt: skip
-    """Run the waves: each starts inside the window (waiting for it, or stopping when ``wait`` is off);
-    once the failed servers reach the threshold, the waves after are not attempted."""
-    rows: list[dict[str, Any]] = []
-    failed, halted, stopped = 0, False, False
-    total = len(servers)
-    for n, wave in enumerate(w for w in waves if w):
-        why_not = None
-        if halted:
-            why_not = HALT_REASON.format(failed=failed, threshold=threshold)
-        elif window is not None and not dry_run and not window.contains(clock.now()):
-            delay = window.opens_in(clock.now())
-            if not wait:
-                stopped = True
-            else:
-                say(f"wave {n}: outside the window {window}; waiting {delay / 60:.0f} min for it to open")
-                clock.sleep(delay)
-                stopped = not window.contains(clock.now())
-            if stopped:
-                why_not = WINDOW_REASON.format(window=window)
-        if why_not:
-            if stopped:
-                halted = True  # the waves after this one wait too
-            rows += [{"wave": n, "server": s.name, "component": None, "from": None, "to": None, "after": None,
-                      "result": "not attempted", "message": why_not} for s in wave]  # fmt: skip
-            continue
-        for o in runner(n, wave):
-            rows += server_rows(campaign, n, o.server, o.error, dry_run=dry_run)
-            if not o.ok:
-                failed += 1
-        if not dry_run and threshold.reached(failed, total):
-            halted = True
-    return WaveReport(rows, failed, halted and not stopped, stopped)
-
-
 # ------------------------------------------------------- the campaign's job and locks
-# Shared by both engines: the command opens and closes them in process; on Temporal the parent
-# workflow's control activities call these very functions.
+# The campaign's description (firmware_described) opens and closes them, on either engine.
 
 LOCK_PURPOSE = "firmware update"
 
@@ -675,8 +654,7 @@ def close_campaign(engine: Any, journal: Any, locked: list[str], *, owner: str, 
     return WaveReport(report.rows + busy_rows(busy), report.failed, report.halted, report.stopped_for_window)
 
 
-# Why a wave is not attempted, as both engines say it (the Temporal workflow gets the templates in its input: it
-# cannot import this module).
+# Why a wave is not attempted (the campaign's gate, on either engine; the dry run).
 HALT_REASON = "halted: {failed} server(s) failed, threshold {threshold}"
 WINDOW_REASON = "outside the maintenance window {window}; run again inside it (done components are not flashed again)"
 

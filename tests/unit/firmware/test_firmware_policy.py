@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from fleetctl.errors import InputError
 from fleetctl.interfaces.bmc import FirmwareComponent
-from fleetctl.workflows.firmware_campaign import Campaign, CampaignOptions, plan, redact, run_waves
+from fleetctl.workflows.describe import Context, Opened, Unit, run_local
+from fleetctl.workflows.firmware_campaign import WINDOW_REASON, CampaignOptions, plan, redact
+from fleetctl.workflows.firmware_described import (
+    FirmwareCampaignWorkflow,
+    FirmwareKept,
+    FirmwareRequest,
+    FirmwareRunData,
+    FirmwareTally,
+    ServerDone,
+    ServerWork,
+    failed_count,
+    report_of,
+    unit_limit,
+)
 from fleetctl.workflows.firmware_policy import Threshold, Window, board_slot, classify, compare_versions, compliance
 
 
@@ -129,18 +143,9 @@ def test_a_bad_window_is_bad_input(bad: str) -> None:
 
 
 # ---------------------------------------------------------------- waves
-
-
-@dataclass
-class FakeServer:
-    name: str
-
-
-@dataclass
-class FakeOutcome:
-    server: str
-    ok: bool
-    error: str | None = None
+# The campaign's description (fleetctl.workflows.firmware_described) run by the in-process engine: its own gate and
+# report, the waves sequenced by the engine as on Temporal; the store and the BMCs stood in for (open, the units, the
+# wave's job), and the window's clock a fake one whose sleep is the context's.
 
 
 class FakeClock:
@@ -155,20 +160,54 @@ class FakeClock:
         self.slept.append(seconds)
         self.at += dt.timedelta(seconds=seconds)
 
+    async def asleep(self, seconds: float) -> None:
+        self.sleep(seconds)
 
-def _waves(n: int, fail: set[str], clock: FakeClock, *, threshold: str = "1", window: str | None = None, wait: bool = True) -> Any:
-    servers = [FakeServer(f"s{i}") for i in range(n)]
-    waves = [servers[:1]] + [servers[i : i + 2] for i in range(1, n, 2)]
-    ran: list[tuple[int, list[str], dt.datetime]] = []
 
-    def runner(k: int, wave: list[Any]) -> list[Any]:
-        ran.append((k, [s.name for s in wave], clock.now()))
-        return [FakeOutcome(s.name, s.name not in fail, "boom" if s.name in fail else None) for s in wave]
+class Standin(FirmwareCampaignWorkflow):
+    """The campaign's gate, wave_done's tally and report, with the servers' flashing stood in for."""
 
-    campaign = Campaign(None, None, CampaignOptions(template="", base=""), {}, {}, actor="test")
-    report = run_waves(servers, waves, runner, campaign, threshold=Threshold.parse(threshold),
-                       window=Window.parse(window) if window else None, wait=wait, clock=clock, dry_run=False)  # fmt: skip
-    return report, ran
+    def __init__(self, clock: FakeClock, fail: set[str]) -> None:
+        super().__init__(clock)
+        self.fail = fail
+        self.ran: list[tuple[int, list[str], dt.datetime]] = []
+
+    def open(self, ctx: Context, request: FirmwareRequest) -> Opened[FirmwareRunData, ServerWork]:
+        names = [n for w in request.waves for n in w]
+        run = FirmwareRunData(7, "test", "rack", {}, request.options, Threshold.parse(request.threshold).limit(len(names)),
+                              request.threshold, request.window, request.wait)  # fmt: skip
+        units = [Unit(n, "", ServerWork(n, i, k), wave=k) for k, w in enumerate(request.waves) for i, n in enumerate(w)]
+        return Opened(run, units, FirmwareKept(names, waves={u.key: u.wave for u in units}))
+
+    @contextlib.asynccontextmanager
+    async def session(self, ctx: Context, run: FirmwareRunData, units: list[ServerWork]) -> AsyncIterator[None]:
+        yield None
+
+    async def unit(self, ctx: Context, run: FirmwareRunData, data: ServerWork) -> ServerDone:
+        if not self.ran or self.ran[-1][0] != data.wave:
+            self.ran.append((data.wave, [], self.clock.now()))
+        self.ran[-1][1].append(data.name)
+        ok = data.name not in self.fail
+        row = {"wave": data.wave, "server": data.name, "component": "BIOS", "result": "updated" if ok else "failed"}
+        return ServerDone(data.name, ok, None if ok else "boom", rows=[row])
+
+    def wave_done(self, ctx: Context, run: FirmwareRunData, wave: int, outcomes: list[Any], tally: FirmwareTally | None) -> FirmwareTally:
+        t = tally or FirmwareTally()
+        return FirmwareTally(t.failed + failed_count(outcomes), t.stopped)  # (the wave's job is the store's: not here)
+
+    def close(self, ctx: Context, run: FirmwareRunData, kept: FirmwareKept, outcomes: list[Any], *, interrupted: bool) -> Any:
+        return report_of(run, kept, outcomes)
+
+
+def _waves(n: int, fail: set[str], clock: FakeClock, *, threshold: str = "1", window: str | None = None, wait: bool = True,
+           said: list[str] | None = None) -> Any:  # fmt: skip
+    names = [f"s{i}" for i in range(n)]
+    waves = [names[:1]] + [names[i : i + 2] for i in range(1, n, 2)]
+    desc = Standin(clock, fail)
+    req = FirmwareRequest("rack", {}, CampaignOptions(template="", base=""), waves, threshold, window, wait, "test")
+    ctx = Context("process", "test:host:1", sleep=clock.asleep, say=(said.append if said is not None else None))
+    report = run_local(desc, req, ctx=ctx)
+    return report, desc.ran
 
 
 def test_the_threshold_halts_the_waves_after_the_one_that_reached_it() -> None:
@@ -176,18 +215,26 @@ def test_the_threshold_halts_the_waves_after_the_one_that_reached_it() -> None:
     assert [k for k, _, _ in ran] == [0, 1, 2]  # s1 fails in wave 1 (1 < 2), s3 in wave 2: halted
     assert report.failed == 2 and report.halted
     halted = [r for r in report.rows if r["result"] == "not attempted"]
-    assert [r["server"] for r in halted] == ["s5", "s6"] and "threshold 2" in halted[0]["message"]
+    assert [r["server"] for r in halted] == ["s5", "s6"] and halted[0]["message"] == "halted: 2 server(s) failed, threshold 2"
+    assert [r["wave"] for r in halted] == [3, 3]
 
 
 def test_the_default_threshold_is_the_first_failure() -> None:
     report, ran = _waves(5, {"s0"}, FakeClock(_at(12)))
     assert [k for k, _, _ in ran] == [0] and report.halted  # the canary failed
+    assert [r["result"] for r in report.rows] == ["failed"] + ["not attempted"] * 4
+
+
+def test_a_percentage_threshold_counts_the_servers_of_the_campaign() -> None:
+    report, ran = _waves(7, {"s1", "s2"}, FakeClock(_at(12)), threshold="50%")  # 4 of 7: two failures do not halt
+    assert [k for k, _, _ in ran] == [0, 1, 2, 3] and report.failed == 2 and not report.halted
 
 
 def test_waves_wait_for_the_window_and_start_inside_it() -> None:
-    clock = FakeClock(_at(20))
-    report, ran = _waves(3, set(), clock, window="22:00-04:00")
+    clock, said = FakeClock(_at(20)), []
+    report, ran = _waves(3, set(), clock, window="22:00-04:00", said=said)
     assert clock.slept == [7200.0]
+    assert said == ["wave 0: outside the window 22:00-04:00 UTC; waiting 120 min for it to open"]
     assert all(Window.parse("22:00-04:00").contains(at) for _, _, at in ran) and len(ran) == 2
     assert not report.halted and not report.stopped_for_window
 
@@ -197,3 +244,30 @@ def test_outside_the_window_no_wait_stops_every_wave_cleanly() -> None:
     report, ran = _waves(3, set(), clock, window="22:00-04:00", wait=False)
     assert ran == [] and clock.slept == [] and report.stopped_for_window and not report.halted
     assert {r["result"] for r in report.rows} == {"not attempted"} and len(report.rows) == 3
+    assert {r["message"] for r in report.rows} == {WINDOW_REASON.format(window="22:00-04:00 UTC")}
+
+
+def test_a_window_that_closes_stops_the_waves_after_it() -> None:
+    # The canary starts inside the window and ends past its end: with --no-wait the wave after it is not attempted.
+    clock = FakeClock(_at(3, 59))
+
+    class Slow(Standin):
+        async def unit(self, ctx: Context, run: FirmwareRunData, data: ServerWork) -> ServerDone:
+            out = await super().unit(ctx, run, data)
+            self.clock.at += dt.timedelta(minutes=5)  # the canary takes past 04:00
+            return out
+
+    desc = Slow(clock, set())
+    req = FirmwareRequest("rack", {}, CampaignOptions(template="", base=""), [["s0"], ["s1"]], "1", "22:00-04:00", False, "test")
+    report = run_local(desc, req, ctx=Context("process", "test:host:1", sleep=clock.asleep))
+    assert [k for k, _, _ in desc.ran] == [0] and report.stopped_for_window
+    assert [(r["server"], r["result"]) for r in report.rows] == [("s0", "updated"), ("s1", "not attempted")]
+
+
+def test_a_unit_time_limit_is_bounded_from_the_baseline_and_the_boards() -> None:
+    opts = CampaignOptions(template="", base="", task_timeout=100.0, power_timeout=50.0)
+    # 4 baseline components, 4 boards: each component once, and once per board for a board's (per slot), and 2 more tasks.
+    assert unit_limit(4, 4, opts) == 600 + (4 * 5 + 2) * 100
+    assert unit_limit(3, 0, opts) == 600 + 5 * 100
+    staged = CampaignOptions(template="", base="", task_timeout=100.0, power_timeout=50.0, apply_time="on-reset")
+    assert unit_limit(3, 0, staged) == 600 + 5 * 100 + 3 * 50
