@@ -133,7 +133,7 @@ class PdbBlock:
         return not (self.until is not None and time.monotonic() >= self.until)
 
 
-@dataclass
+@dataclass(eq=False)  # each watch is itself: hashed by identity
 class Watcher:
     plural: str
     namespace: str | None
