@@ -149,8 +149,10 @@ def families(conn: Any, run_id: int | None = None) -> list[Family]:
     f_start = Family("fleetctl_sweep_start_timestamp_seconds", "When the sweep run started, in seconds since the Unix epoch.")
     f_dur = Family("fleetctl_sweep_duration_seconds", "How long the sweep run took, in seconds.")
     f_targets = Family("fleetctl_sweep_targets", "Targets swept, by kind (server, switch) and by the worst status of their findings.")
-    f_find = Family("fleetctl_findings", "Findings of the sweep run, by status and check (acknowledged ones included).")
-    f_new = Family("fleetctl_findings_new", "Findings of the sweep run that were not open before it (or got worse), by status.")
+    f_find = Family("fleetctl_findings", "Findings of the sweep run, by status, check and whether an ack silences them.")
+    f_new = Family("fleetctl_findings_new",
+                   "Findings of the sweep run that are new (not open at the last finished sweep, worse, or their ack ended) and "
+                   "not acknowledged, by status: what sets the sweep's exit code.")  # fmt: skip
     f_ack = Family("fleetctl_findings_acknowledged", "Findings of the sweep run silenced by `fleetctl finding ack`, by status.")
     f_srv = Family("fleetctl_server_health",
                    "Health of a server from its BMC: 1 OK, 2 warning, 3 critical, 0 unknown (the BMC could not be read).")  # fmt: skip
@@ -161,6 +163,14 @@ def families(conn: Any, run_id: int | None = None) -> list[Family]:
     f_fans_ok = Family("fleetctl_server_fans_ok", "Fans of a server that are present and healthy.")
     f_sw = Family("fleetctl_switch_health",
                   "Health of a switch from SNMP: 1 OK, 2 warning, 3 critical, 0 unknown (the switch could not be read).")  # fmt: skip
+    # Only targets with an acknowledged finding have these (the rest: the same as their health), so the series stay
+    # few; alert rules take `(fleetctl_server_health_unacknowledged or fleetctl_server_health)`.
+    f_srv_open = Family("fleetctl_server_health_unacknowledged",
+                        "Health of a server with an acknowledged finding, from its other findings (1 OK, 2, 3, 0 as "
+                        "fleetctl_server_health); only servers with an acknowledged finding.")  # fmt: skip
+    f_sw_open = Family("fleetctl_switch_health_unacknowledged",
+                       "Health of a switch with an acknowledged finding, from its other findings (1 OK, 2, 3, 0 as "
+                       "fleetctl_switch_health); only switches with an acknowledged finding.")  # fmt: skip
     f_up = Family("fleetctl_switch_uptime_seconds", "Time since the switch's SNMP agent restarted, in seconds.")
     f_ports = Family("fleetctl_switch_ports", "Ports of a switch.")
     f_ports_up = Family("fleetctl_switch_ports_up", "Ports of a switch whose operational state is up.")
@@ -178,14 +188,31 @@ def families(conn: Any, run_id: int | None = None) -> list[Family]:
     by_kind: dict[str, dict[str, int]] = {k: dict.fromkeys(TARGET_STATUSES, 0) for k in ("server", "switch")}
     q = select(T.sweep_target.c.kind, T.sweep_target.c.name, T.sweep_target.c.site, T.sweep_target.c.rack,
                T.sweep_target.c.status, T.sweep_target.c.metrics).where(T.sweep_target.c.run_id == rid)  # fmt: skip
+    # Per target with an acknowledged finding: the worst status of its findings no ack silences (None: none).
+    rank = {"ok": 0, "warning": 1, "unknown": 2, "critical": 3}
+    open_worst: dict[tuple[str, str], str] = {}
+    aq = (select(T.finding.c.kind, T.finding.c.target).where(T.finding.c.run_id == rid, T.finding.c.ack_id.is_not(None))
+          .distinct())  # fmt: skip
+    for kind, target in conn.execute(aq):
+        open_worst[(kind, target)] = "ok"
+    if open_worst:
+        uq = (select(T.finding.c.kind, T.finding.c.target, T.finding.c.status)
+              .where(T.finding.c.run_id == rid, T.finding.c.ack_id.is_(None)).distinct())  # fmt: skip
+        for kind, target, status in conn.execute(uq):
+            k = (kind, target)
+            if k in open_worst and rank.get(status, 2) > rank[open_worst[k]]:
+                open_worst[k] = status if status in HEALTH_VALUE else "unknown"
     for t in conn.execute(q.order_by(T.sweep_target.c.kind, T.sweep_target.c.name)):
         status = t.status if t.status in HEALTH_VALUE else "unknown"
+        unacked = open_worst.get((t.kind, t.name))
         by_kind.setdefault(t.kind, dict.fromkeys(TARGET_STATUSES, 0))[status] += 1
         m: dict[str, Any] = t.metrics or {}
         where = {"site": t.site, "rack": t.rack}
         if t.kind == "server":
             who = {"server": t.name, **where}
             f_srv.add(HEALTH_VALUE[status], **who)
+            if unacked is not None:
+                f_srv_open.add(HEALTH_VALUE[unacked], **who)
             f_temp.add(_max_temperature(m), **who)
             f_skew.add(_num(m.get("clock_skew_s")), **who)
             f_psus.add(_num(m.get("psus")), **who)
@@ -194,6 +221,8 @@ def families(conn: Any, run_id: int | None = None) -> list[Family]:
         elif t.kind == "switch":
             who = {"switch": t.name, **where}
             f_sw.add(HEALTH_VALUE[status], **who)
+            if unacked is not None:
+                f_sw_open.add(HEALTH_VALUE[unacked], **who)
             f_up.add(_num(m.get("uptime_s")), **who)
             f_ports.add(_num(m.get("ports")), **who)
             f_ports_up.add(_num(m.get("ports_up")), **who)
@@ -208,27 +237,27 @@ def families(conn: Any, run_id: int | None = None) -> list[Family]:
 
     new = dict.fromkeys(FINDING_STATUSES, 0)
     acked = dict.fromkeys(FINDING_STATUSES, 0)
-    per_check: dict[tuple[str, str], int] = {}
+    per_check: dict[tuple[str, str, bool], int] = {}
     fq = (select(T.finding.c.status, T.finding.c.check, T.finding.c.new, T.finding.c.ack_id.is_not(None).label("acked"), func.count())
           .where(T.finding.c.run_id == rid)
           .group_by(T.finding.c.status, T.finding.c.check, T.finding.c.new, T.finding.c.ack_id.is_not(None)))  # fmt: skip
     for status, check, is_new, is_acked, n in conn.execute(fq):
-        per_check[(status, check)] = per_check.get((status, check), 0) + n
+        per_check[(status, check, bool(is_acked))] = per_check.get((status, check, bool(is_acked)), 0) + n
         new.setdefault(status, 0)
         acked.setdefault(status, 0)
-        if is_new:
+        if is_new and not is_acked:  # as the exit code: an acknowledged finding is never news
             new[status] += n
         if is_acked:
             acked[status] += n
-    for (status, check), n in sorted(per_check.items()):
-        f_find.add(n, status=status, check=check)
+    for (status, check, is_acked), n in sorted(per_check.items()):
+        f_find.add(n, status=status, check=check, acknowledged="true" if is_acked else "false")
     for status in new:
         f_new.add(new[status], status=status)
         f_ack.add(acked[status], status=status)
 
     return [f_run, f_ts, f_start, f_dur, f_targets, f_find, f_new, f_ack,
-            f_srv, f_temp, f_skew, f_psus, f_psus_ok, f_fans_ok,
-            f_sw, f_up, f_ports, f_ports_up, f_swtemp, f_err, f_disc]  # fmt: skip
+            f_srv, f_srv_open, f_temp, f_skew, f_psus, f_psus_ok, f_fans_ok,
+            f_sw, f_sw_open, f_up, f_ports, f_ports_up, f_swtemp, f_err, f_disc]  # fmt: skip
 
 
 def render(conn: Any, run_id: int | None = None) -> str:

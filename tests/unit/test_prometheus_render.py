@@ -128,8 +128,8 @@ def test_run_metrics_targets_and_findings(store: Any) -> None:
     assert s['fleetctl_sweep_targets{kind="server",status="ok"}'] == 1
     assert s['fleetctl_sweep_targets{kind="server",status="critical"}'] == 1
     assert s['fleetctl_sweep_targets{kind="switch",status="warning"}'] == 0  # every status, zero included
-    assert s['fleetctl_findings{status="critical",check="psu"}'] == 1
-    assert s['fleetctl_findings{status="unknown",check="bmc.reachable"}'] == 1
+    assert s['fleetctl_findings{status="critical",check="psu",acknowledged="false"}'] == 1
+    assert s['fleetctl_findings{status="unknown",check="bmc.reachable",acknowledged="false"}'] == 1
     assert s['fleetctl_findings_new{status="critical"}'] == 2
     assert s['fleetctl_findings_new{status="warning"}'] == 0
     assert s['fleetctl_findings_acknowledged{status="critical"}'] == 0
