@@ -33,7 +33,9 @@ class SelectorError(ValueError):
 
 def _split_top(text: str) -> list[str]:
     """Split on the commas outside parentheses."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -48,6 +50,18 @@ def _split_top(text: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
+def _eq(key: str, value: str, *, negate: bool) -> Requirement:
+    return lambda labels: (labels.get(key) == value) != negate
+
+
+def _exists(key: str, *, negate: bool) -> Requirement:
+    return lambda labels: (key in labels) != negate
+
+
+def _in(key: str, values: set[str], *, negate: bool) -> Requirement:
+    return lambda labels: (labels.get(key) in values) != negate
+
+
 def parse_labels(text: str) -> Requirement:
     """A predicate over a label map. Raises SelectorError."""
     reqs: list[Requirement] = []
@@ -55,25 +69,18 @@ def parse_labels(text: str) -> Requirement:
         m = _EQ_RE.match(part)
         if m:
             key, op, value = m.groups()
-            if op == "!=":
-                reqs.append(lambda labels, k=key, v=value: labels.get(k) != v)
-            else:
-                reqs.append(lambda labels, k=key, v=value: labels.get(k) == v)
+            reqs.append(_eq(key, value, negate=op == "!="))
             continue
         m = _SET_RE.match(part)
         if not m:
             raise SelectorError(f"unable to parse requirement: {part.strip()!r}")
         neg, key, op, values = m.groups()
         if op is None:
-            reqs.append((lambda labels, k=key: k not in labels) if neg else (lambda labels, k=key: k in labels))
+            reqs.append(_exists(key, negate=bool(neg)))
             continue
         if neg:
             raise SelectorError(f"unable to parse requirement: {part.strip()!r}")
-        vals = {v.strip() for v in values.split(",") if v.strip()}
-        if op == "in":
-            reqs.append(lambda labels, k=key, vs=vals: labels.get(k) in vs)
-        else:
-            reqs.append(lambda labels, k=key, vs=vals: labels.get(k) not in vs)
+        reqs.append(_in(key, {v.strip() for v in values.split(",") if v.strip()}, negate=op == "notin"))
     return lambda labels: all(r(labels) for r in reqs)
 
 
@@ -84,6 +91,10 @@ def _field_value(obj: dict[str, Any], path: str) -> str:
     if isinstance(cur, bool):
         return "true" if cur else "false"
     return "" if cur is None else str(cur)
+
+
+def _field_eq(path: str, value: str, *, negate: bool) -> Callable[[dict[str, Any]], bool]:
+    return lambda obj: (_field_value(obj, path) == value) != negate
 
 
 def parse_fields(text: str, resource: str) -> Callable[[dict[str, Any]], bool]:
@@ -97,10 +108,7 @@ def parse_fields(text: str, resource: str) -> Callable[[dict[str, Any]], bool]:
         path, op, value = m.groups()
         if path not in allowed:
             raise SelectorError(f"field label not supported: {path}")
-        if op == "!=":
-            reqs.append(lambda o, p=path, v=value: _field_value(o, p) != v)
-        else:
-            reqs.append(lambda o, p=path, v=value: _field_value(o, p) == v)
+        reqs.append(_field_eq(path, value, negate=op == "!="))
     return lambda o: all(r(o) for r in reqs)
 
 

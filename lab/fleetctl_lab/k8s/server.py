@@ -479,7 +479,7 @@ class K8sLab:
         except ValueError as e:
             raise ApiError(400, "BadRequest", f"limit: {e}") from e
         pred = self._predicate(request, rt)
-        items, rv, token, remaining = self.store.list(
+        items, rv, token, remaining = self.store.select(
             rt, namespace, pred, limit=limit if limit and limit > 0 else None, cont=q.get("continue")
         )
         md: dict[str, Any] = {"resourceVersion": rv}
@@ -509,7 +509,7 @@ class K8sLab:
         store.watchers.add(w)
         try:
             if rv_q in ("", "0"):
-                items, _rv, _t, _r = store.list(rt, namespace, pred, limit=store.config.max_list)
+                items, _rv, _t, _r = store.select(rt, namespace, pred, limit=store.config.max_list)
                 initial = [("ADDED", o) for o in items]
             else:
                 try:

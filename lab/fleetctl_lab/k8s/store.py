@@ -249,7 +249,7 @@ class Store:
     def get(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         return copy.deepcopy(self.find(rt, namespace, name))
 
-    def list(
+    def select(
         self,
         rt: ResourceType,
         namespace: str | None,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from fleetctl_lab.k8s.patch import JSON_PATCH, MERGE, STRATEGIC, PatchError, apply_patch
 from fleetctl_lab.k8s.selectors import SelectorError, match_label_selector, parse_fields, parse_labels
 
-NODE = {
+NODE: dict[str, Any] = {
     "metadata": {"name": "n1", "labels": {"a": "1", "b": "2"}},
     "spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]},
     "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "DiskPressure", "status": "False"}]},
