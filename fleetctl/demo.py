@@ -34,8 +34,15 @@ def _fleetctl() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "fleetctl.cli.app"]
 
 
+def _styled(text: str, sgr: str = "1") -> str:
+    """``text`` in bold (or the SGR given) on a terminal; plain into a file or a pipe, or under NO_COLOR (`make demo > log`)."""
+    from fleetctl.cli.output import use_color
+
+    return f"\033[{sgr}m{text}\033[0m" if use_color(sys.stdout) else text
+
+
 def step(title: str) -> None:
-    print(f"\n\033[1;34m== {title}\033[0m", flush=True)
+    print("\n" + _styled(f"== {title}", "1;34"), flush=True)
 
 
 def sh(
@@ -50,7 +57,7 @@ def sh(
     line says every few seconds that the command is still at work, and
     ``progress()`` where given (the servers' states, read from the database).
     """
-    print(f"\033[1m$ fleetctl {' '.join(args)}\033[0m", flush=True)
+    print(_styled(f"$ fleetctl {' '.join(args)}"), flush=True)
     if live:
         return _live(args, env=env, expect=expect, tail=tail, progress=progress)
     done = subprocess.run([*_fleetctl(), *args], env=env, capture_output=True, text=True, check=False)
@@ -252,7 +259,7 @@ def main() -> None:
         up = sh("lab", "up", "--power-transition", "1", "--firmware-time", "0.5", "--install-time", "20", env=env)
         export = [line for line in up.splitlines() if line.startswith("export FLEETCTL_DB=")][-1]
         env["FLEETCTL_DB"] = shlex.split(export.removeprefix("export "))[0].partition("=")[2]
-        print(f"\033[1m$ {export}\033[0m")
+        print(_styled(f"$ {export}"))
         sh("server", "inspect", "rack-12", env=env, tail=6)
         sh("firmware", "list", "gpu-tyo1-r12-17", env=env, tail=4, expect=1)  # the GPUs are off their vbios baseline
 
@@ -310,7 +317,7 @@ def main() -> None:
     finally:
         subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
         env["FLEETCTL_DB"] = str(db)
-    print(f"\n\033[1m$ export FLEETCTL_DB={db}\033[0m   # back to the demo fleet: the lab's work stayed in the lab's database")
+    print("\n" + _styled(f"$ export FLEETCTL_DB={db}") + "   # back to the demo fleet: the lab's work stayed in the lab's database")
 
     step("11. Export: the site files back, compared with the ones imported in step 2")
     original = inventory / "site-tyo1.yaml"
@@ -341,7 +348,7 @@ def main() -> None:
     ansible_inventory = shutil.which("ansible-inventory", path=str(Path(sys.executable).parent)) or shutil.which("ansible-inventory")
     script = inventory / "fleetctl.py"
     if ansible_inventory and script.exists():
-        print("\033[1m$ ansible-inventory -i inventory/fleetctl.py --graph accel_mncore2\033[0m", flush=True)
+        print(_styled("$ ansible-inventory -i inventory/fleetctl.py --graph accel_mncore2"), flush=True)
         done = subprocess.run([ansible_inventory, "-i", str(script), "--graph", "accel_mncore2"], env=env,
                               capture_output=True, text=True, check=False)  # fmt: skip
         lines = done.stdout.splitlines()

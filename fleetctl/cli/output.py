@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from enum import StrEnum
 from typing import Any
@@ -17,14 +18,33 @@ class Format(StrEnum):
     csv = "csv"
 
 
+def use_color(stream: Any) -> bool:
+    """Whether text for ``stream`` may carry ANSI styling (bold, colour): only for a terminal, never under NO_COLOR.
+
+    A file or a pipe (``make demo > log``, ``fleetctl ... | less``, a CI log) gets plain text. ``NO_COLOR`` (any
+    non-empty value, https://no-color.org) wins over everything; ``FORCE_COLOR`` asks for styling into a pipe, as
+    rich and most tools read it.
+    """
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
 def console(stderr: bool = False):  # type: ignore[no-untyped-def]
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
     # Piped into a file or another program, a table is not cut to 80 columns.
     width = None if stream.isatty() else 240
-    # emoji=False: a fingerprint like ...:CD:... must not become a CD emoji.
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width, emoji=False)
+    # emoji=False: a fingerprint like ...:CD:... must not become a CD emoji. color_system=None renders no style at all
+    # (rich's own NO_COLOR handling drops colours but keeps bold: escape codes in a log all the same).
+    color_system = "auto" if use_color(stream) else None
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width, emoji=False, color_system=color_system)
 
 
 def _cell(value: Any) -> str:
