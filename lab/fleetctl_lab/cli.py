@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -112,7 +113,8 @@ def status(output: OutputOpt = Format.table) -> None:
     phases = _host_phases(st) if st.get("running") and st.get("hosts") else {}
     if output != Format.table:
         summary["servers"] = {n: {k: v for k, v in s.items() if k != "fingerprint"} for n, s in st.get("servers", {}).items()}
-        summary["switch_endpoints"] = st.get("switches", {})
+        summary["switch_endpoints"] = {n: _without_community(sw, Path(st.get("state_dir") or "."), n)
+                                       for n, sw in st.get("switches", {}).items()}  # fmt: skip
         summary["hosts"] = {
             n: {"ssh": f"{h['address']}:{h['port']}", "phase": phases.get(n, {}).get("phase"),
                 "up_since": phases.get(n, {}).get("up_since"), "installs": phases.get(n, {}).get("installs")}
@@ -134,6 +136,23 @@ def status(output: OutputOpt = Format.table) -> None:
             emit(hosts[:20], output, title=f"Hosts ({len(hosts)})" + (" (first 20; --output json for all)" if len(hosts) > 20 else ""))
     if not st.get("running"):
         raise typer.Exit(1)
+
+
+def _without_community(switch: dict[str, Any], state_dir: Path, name: str) -> dict[str, Any]:
+    """A lab switch's endpoints as `lab status` prints them: its SNMP community (a v2c password) never, only where it is.
+
+    The reference is the credential file the lab's fleet uses (``file:DIR/snmp/NAME``, mode 0600); a switch the
+    lab's fleet does not reach over SNMP says only whether it has one.
+    """
+    from fleetctl_lab.inventory import SNMP_DIR
+
+    out = {k: v for k, v in switch.items() if k != "community"}
+    if switch.get("community") is not None:
+        ref = state_dir / SNMP_DIR / name
+        out["community"] = f"file:{ref.absolute()}" if ref.is_file() else "set"
+    else:
+        out["community"] = None
+    return out
 
 
 def _host_phases(st: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -149,8 +149,16 @@ async def _serve(specs: list[Any], config: Any, state_dir: Path, switches: list[
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    """Write ``doc`` to ``path`` atomically, mode 0600 from its first byte.
+
+    lab.json holds each lab switch's SNMP community (the lab's inventory writes
+    them into its credential files from it), which is a password of SNMP v2c:
+    owner-only, as the credential files are (issue #25).
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps(doc, indent=1))
     os.replace(tmp, path)
 
 

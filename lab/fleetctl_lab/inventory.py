@@ -274,10 +274,19 @@ def write_site(doc: dict[str, Any], folder: Path) -> None:
 
 
 def import_fleet(folder: Path, db: Path, db_url: str | None = None) -> None:
-    """The lab's fleet into a fresh lab database (or the empty one given), all or nothing."""
+    """The lab's fleet into a fresh lab database (or the empty one given), all or nothing.
+
+    The lab's SQLite file is created mode 0600 before SQLite opens it (its -wal
+    and -shm take the file's mode): it names the lab's credential files and
+    holds its journal, nobody else's business (issue #25), as a backup is.
+    """
     from fleetctl.inventory.service import import_path
 
-    import_path(folder, url=db_url or _fresh_sqlite(db), reason="lab up")
+    url = db_url
+    if url is None:
+        url = _fresh_sqlite(db)
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # an empty file is an empty SQLite database
+    import_path(folder, url=url, reason="lab up")
 
 
 def _refuse_unless_empty(url: str) -> None:
