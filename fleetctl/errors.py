@@ -13,6 +13,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_PROBLEMS = 1  # the command ran but found problems or failed on some targets
 EXIT_USAGE = 2  # bad usage or bad input; nothing was changed
+EXIT_STORE = 6  # the database could not be opened, read or written (read-only, full, locked past the timeout)
 
 
 class FleetError(Exception):

@@ -264,8 +264,10 @@ def main() -> None:
             _fail(escape(f"{where}: {msg}" if where else msg), 2)
         if type(e).__module__.startswith("sqlalchemy"):
             # The database itself failed (locked, gone, refused): not a bug of ours.
+            from fleetctl.errors import EXIT_STORE
+
             orig = getattr(e, "orig", None) or e
-            _fail(escape(f"database: {str(orig).splitlines()[0]}"), 1)
+            _fail(escape(f"database: {str(orig).splitlines()[0]}"), EXIT_STORE)
         _fail(escape(f"internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)"), 3)
     finally:
         if previous is not None:

@@ -19,6 +19,11 @@ from fleetctl.cli.output import Format
 # Exit codes of a sweep, from its worst new finding that is not acknowledged
 # (2 and 3 keep their meaning: bad usage, a bug). Documented in docs/sweep.md.
 EXIT_BY_STATUS = {"ok": 0, "warning": 1, "unknown": 4, "critical": 5}
+# 6 (fleetctl.errors.EXIT_STORE): the database could not be written (read-only, full, locked past the timeout):
+# nothing, or not all, was stored. Never a finding's code: a unit that takes 1, 4 and 5 as a good run fails on it.
+
+# A cutoff this many days back is still a date (a million days is before year 1: OverflowError at the end of the run).
+MAX_RETENTION_DAYS = 36500
 
 
 class _RunByDefault(TyperGroup):
@@ -122,7 +127,8 @@ def run(
     retries: Annotated[int, typer.Option(help="Extra attempts per request, with backoff.", min=0, max=5)] = 1,
     max_skew: Annotated[float, typer.Option(help="A BMC clock off by more seconds is a finding.", callback=finite(0))] = 30.0,
     retention: Annotated[
-        int, typer.Option(help="Days of sweep history to keep (0: keep all).", min=0, envvar="FLEETCTL_SWEEP_RETENTION_DAYS")
+        int, typer.Option(help="Days of sweep history to keep (0: keep all; at most 36500).", min=0, max=MAX_RETENTION_DAYS,
+                          envvar="FLEETCTL_SWEEP_RETENTION_DAYS")  # fmt: skip
     ] = 90,
     limit: Annotated[int, typer.Option(help="Findings shown per table (0: all); every one is stored.", min=0)] = 50,
     output: OutputOpt = Format.table,
@@ -130,7 +136,8 @@ def run(
     """Sweep servers (Redfish) and switches (SNMP); store every finding; exit from the worst new one.
 
     Exit code: 0 nothing new (or only acknowledged), 1 a new warning, 4 a new
-    unknown (a target that could not be read), 5 a new critical finding.
+    unknown (a target that could not be read), 5 a new critical finding;
+    6 the database could not be written (read-only, full, locked).
     """
     import sys
 
@@ -144,8 +151,8 @@ def run(
 
     if level not in ("bmc", "host"):
         raise InputError(f"--level {level!r}: use bmc or host", field="--level")
-    if textfile is not None and not textfile.is_dir():
-        raise InputError(f"{textfile}: not a directory", field="--textfile")
+    if textfile is not None:
+        _check_textfile_dir(textfile)
     selector = targets or ["all"]
     with conn() as c:
         servers, switches = resolve_both(c, selector)
@@ -173,13 +180,41 @@ def run(
             result = run_sweep(servers, switches, selector=" ".join(selector), options=opts, collect=here)
     else:  # in process: the sweep's description run here (fleetctl.sweep.workflow), one shard of every target
         result = run_sweep(servers, switches, selector=" ".join(selector), options=opts, collect=local_collector(servers, switches, opts))
+    late = list(result.warnings)
     if textfile is not None:
         from fleetctl.sweep.prometheus import write_textfile
 
-        with conn() as c:
-            write_textfile(c, textfile, result.run_id)
+        try:
+            with conn() as c:
+                write_textfile(c, textfile, result.run_id)
+        except OSError as e:  # full, immutable, gone since the check: the run is stored, its verdict stands
+            late.append(f"--textfile {textfile}: fleetctl.prom not written: {e.strerror or e} (sweep {result.run_id} is stored)")
     _report(result, output, limit)
+    if late:
+        from fleetctl.cli.output import console
+
+        for line in late:  # after the report, one line each, and the exit code stays the verdict's
+            console(stderr=True).print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_BY_STATUS[result.worst_new.value])
+
+
+def _check_textfile_dir(directory: Path) -> None:
+    """Refuse (exit 2, before any work) a --textfile folder that is missing or cannot take a new file.
+
+    Checked by creating and removing a file there, as the end of the run will: a permission bit says nothing of a
+    read-only mount or an immutable folder, and root passes every access() check.
+    """
+    import tempfile
+
+    from fleetctl.errors import InputError
+
+    if not directory.is_dir():
+        raise InputError(f"{directory}: not a directory", field="--textfile")
+    try:
+        with tempfile.NamedTemporaryFile(prefix=".fleetctl.prom.", suffix=".check", dir=directory):
+            pass
+    except OSError as e:
+        raise InputError(f"{directory}: cannot write there: {e.strerror or e}", field="--textfile") from e
 
 
 def _scaleout(servers: list[Any], switches: list[Any], opts: Any) -> Any:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetctl.config import database_url
-from fleetctl.errors import StoreError
+from fleetctl.errors import EXIT_STORE, StoreError
 
 # The reservation's format (user:host:pid, user:temporal:WORKFLOW) has one definition, below the store.
 from fleetctl.holders import Holder
@@ -111,7 +111,7 @@ def ensure_schema(engine: Engine) -> None:
     try:
         rev = current_revision(engine)
     except OperationalError as e:
-        raise StoreError(f"cannot open database {redact_url(str(engine.url))}: {e.orig}") from e
+        raise StoreError(f"cannot open database {redact_url(str(engine.url))}: {e.orig}", exit_code=EXIT_STORE) from e
     if rev != HEAD:
         upgrade(engine)
 

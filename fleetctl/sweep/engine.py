@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import delete, insert, select, update
+from sqlalchemy.exc import SQLAlchemyError
 
+from fleetctl.errors import EXIT_STORE, StoreError
 from fleetctl.interfaces.snmp import PollResult
 from fleetctl.inventory.service import actor
 from fleetctl.plugins import FleetSessions, sweep_async
@@ -106,6 +108,8 @@ class SweepResult:
     findings: list[dict[str, Any]]
     worst_new: Status
     pruned: int = 0
+    # What failed after the run was stored and finished (pruning): one line each; the verdict stands.
+    warnings: list[str] = field(default_factory=list)
 
 
 def _evaluate(kind: str, name: str, reading: Any, expect: Any, level: str) -> list[Finding]:
@@ -143,6 +147,9 @@ class Recorder:
         self.persisting: list[dict[str, Any]] = []
         self.findings: list[dict[str, Any]] = []
         self.counts = {s.value: 0 for s in Status}
+        # Set when a batch could not be written (read-only, full, locked past the timeout): the run's failure is the
+        # store's (exit 6), not a reading one, wherever the engine that read the targets reports it.
+        self.store_error: StoreError | None = None
         with engine.connect() as c:
             self.acks = {(a.kind, a.target, a.check, a.subject): a
                          for a in c.execute(select(T.finding_ack).where(T.finding_ack.c.ended_at.is_(None)))}  # fmt: skip
@@ -156,9 +163,16 @@ class Recorder:
         if not self.buffer:
             return
 
-        T = self.T
         batch, self.buffer = self.buffer, []
         self.last_flush = time.monotonic()
+        try:
+            self._flush(batch)
+        except SQLAlchemyError as e:
+            self.store_error = store_failure(e, "the sweep's verdicts were not stored")
+            raise self.store_error from e
+
+    def _flush(self, batch: list[tuple[TargetVerdict, dict[str, Any] | None]]) -> None:
+        T = self.T
         with immediate(self.engine) as c:
             for kind in ("server", "switch"):
                 names = [v.name for v, _ in batch if v.kind == kind]
@@ -316,11 +330,13 @@ def run(
     try:
         asyncio.run(collect(rec) if collect else sweep_targets(engine, rec, servers, switches, opts, progress))
         rec.flush()
-    except BaseException:
+    except BaseException as e:
         rec.flush()  # what was learned stays; the run is interrupted
         with engine.begin() as c:
             c.execute(update(T.sweep_run).where(T.sweep_run.c.id == run_id).values(state="interrupted",
                       duration_s=time.perf_counter() - t0, counts=rec.counts))  # fmt: skip
+        if rec.store_error is not None and isinstance(e, Exception) and e is not rec.store_error:
+            raise rec.store_error from e  # (a shard "lost" because its verdicts could not be written)
         raise
     duration = time.perf_counter() - t0
     new_open = [f for f in rec.new if f["ack_id"] is None]
@@ -331,9 +347,21 @@ def run(
             worst_new=worst_new.value,
         ))  # fmt: skip
 
-    pruned = prune(engine, opts.retention_days) if opts.retention_days > 0 else 0
+    warnings = []
+    try:
+        pruned = prune(engine, opts.retention_days) if opts.retention_days > 0 else 0
+    except SQLAlchemyError as e:  # the run is stored and finished: its verdict stands, the pruning waits for the next run
+        pruned = 0
+        warnings.append(f"{store_failure(e, 'old runs not pruned')}")
     return SweepResult(run_id, started, duration, len(servers), len(switches), rec.counts, rec.new, rec.resolved,
-                       rec.persisting, rec.findings, worst_new, pruned)  # fmt: skip
+                       rec.persisting, rec.findings, worst_new, pruned, warnings)  # fmt: skip
+
+
+def store_failure(e: BaseException, what: str) -> StoreError:
+    """A database failure as the one line the CLI prints, with the store's exit code (6)."""
+    orig = getattr(e, "orig", None) or e
+    first = (str(orig).splitlines() or [type(orig).__name__])[0]
+    return StoreError(f"database: {first} ({what})", exit_code=EXIT_STORE)
 
 
 async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches: list[Any], opts: SweepOptions,
