@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 
 class Format(StrEnum):
@@ -43,7 +43,7 @@ def console(stderr: bool = False):  # type: ignore[no-untyped-def]
     width = None if stream.isatty() else 240
     # emoji=False: a fingerprint like ...:CD:... must not become a CD emoji. color_system=None renders no style at all
     # (rich's own NO_COLOR handling drops colours but keeps bold: escape codes in a log all the same).
-    color_system = "auto" if use_color(stream) else None
+    color_system: Literal["auto"] | None = "auto" if use_color(stream) else None
     return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width, emoji=False, color_system=color_system)
 
 
