@@ -77,8 +77,15 @@ def scrape(partial: bool = False) -> tuple[int, str]:
     return 200, exposition([*fams, err, took])
 
 
+# Methods HTTP defines that the exporter does not serve: 405 with Allow (RFC 9110 15.5.6), as node_exporter's Go
+# server does; a method HTTP does not define stays 501. Either answer is plain text, never Python's HTML error page.
+OTHER_METHODS = ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT")
+ALLOW = "GET, HEAD"
+
+
 def make_server(host: str, port: int, *, partial: bool = False) -> ThreadingHTTPServer:
-    """The HTTP server: GET /metrics renders a scrape, any other path is 404."""
+    """The HTTP server: GET (or HEAD) /metrics renders a scrape, / a page that links it, any other path is 404; another
+    method is 405 with ``Allow: GET, HEAD``. The Server header names the exporter, not the Python that runs it."""
     import socket
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -91,14 +98,33 @@ def make_server(host: str, port: int, *, partial: bool = False) -> ThreadingHTTP
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "fleetctl-exporter"
+        # http.server's own errors (a malformed request line, a method HTTP does not define): plain text too
+        error_message_format = "%(code)d %(message)s\n"
+        error_content_type = "text/plain; charset=utf-8"
 
-        def _send(self, status: int, body: bytes, ctype: str, head: bool = False) -> None:
+        def version_string(self) -> str:
+            return self.server_version  # not "BaseHTTP/0.6 Python/3.11.x": the versions are no one's business
+
+        def _send(self, status: int, body: bytes, ctype: str, head: bool = False, headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
             self.end_headers()
             if not head:
                 self.wfile.write(body)
+
+        def _not_allowed(self) -> None:
+            self.close_connection = True  # a body the client may have sent is not read
+            self._send(405, f"method {self.command} not allowed: {ALLOW}\n".encode(), "text/plain; charset=utf-8",
+                       headers={"Allow": ALLOW})  # fmt: skip
+
+        def __getattr__(self, name: str) -> Any:
+            # BaseHTTPRequestHandler looks up do_<METHOD>; the methods HTTP defines beyond GET and HEAD are 405.
+            if name.startswith("do_") and name[3:] in OTHER_METHODS:
+                return self._not_allowed
+            raise AttributeError(name)
 
         def _answer(self, head: bool) -> None:
             path = self.path.split("?", 1)[0]
