@@ -176,6 +176,17 @@ class Store:
         self.counters: collections.Counter[str] = collections.Counter()
         self._timers: set[asyncio.TimerHandle] = set()
         self._serial = 0
+        # Indexes, so a pod write costs the budgets of its namespace, not every pod:
+        # budget -> the pods it selects; namespace -> its budgets; unscheduled pods.
+        self._members: dict[Key, set[Key]] = {}
+        self._selector_of: dict[Key, Any] = {}
+        self._pdbs_of_pod: dict[Key, set[Key]] = {}
+        self._pdb_hooks: dict[tuple[str, str, str], set[Key]] = collections.defaultdict(set)  # by their first matchLabels pair
+        self._pdb_any: dict[str, set[Key]] = collections.defaultdict(set)  # budgets without matchLabels, by namespace
+        self._labels_of: dict[Key, dict[str, str]] = {}
+        self._pods_by_label: dict[tuple[str, str, str], set[Key]] = collections.defaultdict(set)
+        self._pending: set[Key] = set()
+        self._loading = False
 
     # --- low level ----------------------------------------------------------
 
@@ -188,11 +199,14 @@ class Store:
             self.objects[plural].pop(k, None)
         else:
             self.objects[plural][k] = obj
-        snapshot = copy.deepcopy(obj)
-        self.history.append((self.rv, plural, event, snapshot))
-        self._notify(plural, event, snapshot)
+        if not self._loading:  # seeds: no watcher yet, and a watch from before them is 410 anyway
+            snapshot = copy.deepcopy(obj)
+            self.history.append((self.rv, plural, event, snapshot))
+            self._notify(plural, event, snapshot)
         if plural == "pods":
-            self._pods_changed(obj["metadata"].get("namespace", ""))
+            self._index_pod(k, None if event == "DELETED" else obj)
+        elif plural == "poddisruptionbudgets":
+            self._index_pdb(k, None if event == "DELETED" else obj)
         return obj
 
     def _notify(self, plural: str, event: str, obj: dict[str, Any]) -> None:
@@ -231,11 +245,17 @@ class Store:
             w.queue.put_nowait(None)
 
     def load(self, objs: Iterable[dict[str, Any]]) -> None:
-        """Add seed objects (no checks): each gets a resourceVersion."""
-        for obj in objs:
-            rt = BY_KIND.get(obj["kind"])
-            if rt is not None:
-                self._commit(rt.plural, obj, "ADDED")
+        """Add seed objects (no checks): each gets a resourceVersion; the budgets' status is computed once at the end."""
+        self._loading = True
+        try:
+            for obj in objs:
+                rt = BY_KIND.get(obj["kind"])
+                if rt is not None:
+                    self._commit(rt.plural, obj, "ADDED")
+        finally:
+            self._loading = False
+        for k in list(self._members):
+            self._refresh_pdb(k)
         self._sync_daemonsets()
 
     # --- reads --------------------------------------------------------------
@@ -436,9 +456,8 @@ class Store:
                 self.delete(rt, namespace, name, grace)
             self.counters["evictions"] += 1
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
-        labels = pod["metadata"].get("labels") or {}
-        pdbs = [p for p in self.objects["poddisruptionbudgets"].values()
-                if p["metadata"]["namespace"] == namespace and match_label_selector(p["spec"].get("selector"), labels)]  # fmt: skip
+        pk = (namespace, name)
+        pdbs = [self.objects["poddisruptionbudgets"][b] for b in sorted(self._pdbs_of_pod.get(pk, ()))]
         if len(pdbs) > 1:
             self.counters["evictions_refused"] += 1
             raise ApiError(500, "InternalError", EVICTION_MANY_PDBS)
@@ -464,11 +483,14 @@ class Store:
 
     def pdb_status(self, pdb: dict[str, Any]) -> dict[str, Any]:
         """A budget's status from the pods it selects now (the disruption controller's arithmetic)."""
-        ns = pdb["metadata"]["namespace"]
-        sel = pdb["spec"].get("selector")
-        pods = [p for (pns, _), p in self.objects["pods"].items()
-                if pns == ns and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
-                and match_label_selector(sel, p["metadata"].get("labels") or {})]  # fmt: skip
+        members = self._members.get(key_of(pdb))
+        if members is None:  # not indexed (a budget not in the store)
+            ns, sel = pdb["metadata"]["namespace"], pdb["spec"].get("selector")
+            members = {
+                k for k, p in self.objects["pods"].items() if k[0] == ns and match_label_selector(sel, p["metadata"].get("labels") or {})
+            }
+        pods = [p for k in members if (p := self.objects["pods"].get(k)) is not None
+                and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]  # fmt: skip
         expected = len(pods)
         healthy = sum(1 for p in pods if pod_ready(p))
         spec = pdb["spec"]
@@ -504,8 +526,70 @@ class Store:
         ]:
             self._commit("poddisruptionbudgets", {**copy.deepcopy(pdb), "status": st}, "MODIFIED")
 
-    def _pods_changed(self, namespace: str) -> None:
-        for k in [k for k in self.objects["poddisruptionbudgets"] if k[0] == namespace]:
+    def _index_pod(self, k: Key, pod: dict[str, Any] | None) -> None:
+        """A pod was written (None: deleted): the budgets that select it, or did, are brought up to date."""
+        ns = k[0]
+        if pod is None or pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+            self._pending.discard(k)
+        else:
+            self._pending.add(k)
+        for kv in self._labels_of.pop(k, {}).items():
+            self._pods_by_label[(ns, *kv)].discard(k)
+        labels: dict[str, str] = dict((pod["metadata"].get("labels") or {}) if pod is not None else {})
+        if pod is not None:
+            self._labels_of[k] = labels
+            for kv in labels.items():
+                self._pods_by_label[(ns, *kv)].add(k)
+        # The budgets that may select it: those hooked on one of its labels, those without
+        # matchLabels, and those that selected it before.
+        candidates = set(self._pdbs_of_pod.get(k, ())) | self._pdb_any.get(ns, set())
+        for kv in labels.items():
+            candidates |= self._pdb_hooks.get((ns, *kv), set())
+        now = set()
+        for b in candidates:
+            if pod is not None and match_label_selector(self._selector_of.get(b), labels):
+                now.add(b)
+                self._members[b].add(k)
+            else:
+                self._members[b].discard(k)
+        if now:
+            self._pdbs_of_pod[k] = now
+        else:
+            self._pdbs_of_pod.pop(k, None)
+        if not self._loading:
+            for b in sorted(candidates):
+                self._refresh_pdb(b)
+
+    def _unhook(self, k: Key) -> None:
+        sel = self._selector_of.pop(k, None)
+        for pk in self._members.pop(k, set()):
+            self._pdbs_of_pod.get(pk, set()).discard(k)
+        self._pdb_any.get(k[0], set()).discard(k)
+        if sel and sel.get("matchLabels"):
+            self._pdb_hooks.get((k[0], *min(sel["matchLabels"].items())), set()).discard(k)
+
+    def _index_pdb(self, k: Key, pdb: dict[str, Any] | None) -> None:
+        """A budget was written (None: deleted): the pods it selects are found again when its selector changed."""
+        sel = (pdb or {}).get("spec", {}).get("selector")
+        if pdb is not None and k in self._members and self._selector_of.get(k) == sel:
+            return  # a status write, or a spec change that selects the same pods
+        self._unhook(k)
+        if pdb is None:
+            return
+        ns = k[0]
+        if sel is not None and sel.get("matchLabels"):
+            hook = (ns, *min(sel["matchLabels"].items()))
+            self._pdb_hooks[hook].add(k)
+            candidates: Iterable[Key] = list(self._pods_by_label.get(hook, ()))
+        else:
+            self._pdb_any[ns].add(k)
+            candidates = [pk for pk in self._labels_of if pk[0] == ns]
+        members = {pk for pk in candidates if match_label_selector(sel, self._labels_of[pk])}
+        self._members[k] = members
+        self._selector_of[k] = copy.deepcopy(sel)
+        for pk in members:
+            self._pdbs_of_pod.setdefault(pk, set()).add(k)
+        if not self._loading:
             self._refresh_pdb(k)
 
     # --- the Job, DaemonSet and scheduler parts ---------------------------------
@@ -551,7 +635,7 @@ class Store:
 
     def _schedule_pending(self) -> None:
         """Place unscheduled pods on the nodes that take pods, the least loaded first."""
-        pending = [p for p in self.objects["pods"].values() if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+        pending = [p for k in self._pending if (p := self.objects["pods"].get(k)) is not None]
         if not pending:
             return
         load: collections.Counter[str] = collections.Counter(p["spec"].get("nodeName") for p in self.objects["pods"].values())

@@ -233,3 +233,26 @@ def test_bounds_body_cap_and_list_cap(tmp_path: Any) -> None:
         code, _ = call(k, "PATCH", "/api/v1/nodes/gpu-0", b'{"metadata":{"labels":{"x":"' + b"y" * (2 * 1024 * 1024) + b'"}}}',
                        ctype="application/merge-patch+json")  # fmt: skip
         assert code == 413
+
+
+def test_budget_status_follows_pod_labels_and_selector_kinds(k8s: K8sLabHandle) -> None:
+    def status(name: str) -> dict[str, Any]:
+        return call(k8s, "GET", f"/apis/policy/v1/namespaces/training/poddisruptionbudgets/{name}")[1]["status"]
+
+    assert status("gang-000")["expectedPods"] == 8
+    relabel = {"metadata": {"labels": {"fleetctl.io/gang": "other"}}}
+    code, _ = call(k8s, "PATCH", "/api/v1/namespaces/training/pods/gang-000-gpu-0-0", relabel, ctype="application/merge-patch+json")
+    assert code == 200 and status("gang-000")["expectedPods"] == 7  # relabelled out of the gang: no longer the budget's
+    by_expr = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "by-expr"},
+               "spec": {"selector": {"matchExpressions": [{"key": "fleetctl.io/gang", "operator": "In", "values": ["other"]}]},
+                        "maxUnavailable": 0}}  # fmt: skip
+    assert call(k8s, "POST", "/apis/policy/v1/namespaces/training/poddisruptionbudgets", by_expr)[0] == 201
+    st = status("by-expr")
+    assert (st["expectedPods"], st["currentHealthy"], st["disruptionsAllowed"]) == (1, 1, 0)
+    code, body = call(k8s, "POST", "/api/v1/namespaces/training/pods/gang-000-gpu-0-0/eviction",
+                      {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "gang-000-gpu-0-0"}})  # fmt: skip
+    assert code == 429 and "by-expr needs 1 healthy pods and has 1 currently" in body["details"]["causes"][0]["message"]
+    assert call(k8s, "DELETE", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/by-expr")[0] == 200
+    code, _ = call(k8s, "POST", "/api/v1/namespaces/training/pods/gang-000-gpu-0-0/eviction",
+                   {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "gang-000-gpu-0-0"}})  # fmt: skip
+    assert code == 201  # no budget selects it any more
