@@ -41,6 +41,9 @@ class ResourceType:
     namespaced: bool
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
+    # An update (PUT) must name a resourceVersion: the registry strategy's
+    # AllowUnconditionalUpdate() is false (leases; nodes and pods allow it).
+    conditional_update: bool = False
 
     @property
     def group_version(self) -> str:
@@ -59,7 +62,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "pods", "Pod", True, ("po",), ("status", "eviction")),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",), ("status",)),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), ("status",)),
-    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, conditional_update=True),
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
 )
 BY_KIND = {r.kind: r for r in RESOURCES}
@@ -357,9 +360,8 @@ class Store:
         md = body.get("metadata") or {}
         if md.get("name") not in (None, name):
             raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL")
-        if not md.get("resourceVersion") and rt.plural in ("leases", "nodes", "pods"):
-            # Updates of these kinds need a resourceVersion (their strategies
-            # refuse unconditional update), so a lost update shows as 409.
+        if not md.get("resourceVersion") and rt.conditional_update:
+            # A lease update without a resourceVersion would be a blind overwrite: refused, so a lost update shows as 409.
             why = "Invalid value: 0x0: must be specified for an update"
             raise ApiError(422, "Invalid", f'{rt.kind} "{name}" is invalid: metadata.resourceVersion: {why}',
                            _invalid(rt.kind, name, "FieldValueInvalid", why, "metadata.resourceVersion"))  # fmt: skip
