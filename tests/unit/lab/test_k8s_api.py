@@ -256,3 +256,24 @@ def test_budget_status_follows_pod_labels_and_selector_kinds(k8s: K8sLabHandle) 
     code, _ = call(k8s, "POST", "/api/v1/namespaces/training/pods/gang-000-gpu-0-0/eviction",
                    {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "gang-000-gpu-0-0"}})  # fmt: skip
     assert code == 201  # no budget selects it any more
+
+
+def test_an_eviction_with_a_grace_period_terminates_then_deletes(k8s: K8sLabHandle) -> None:
+    name = "gang-000-mnc-3-1"
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}, "deleteOptions": {"gracePeriodSeconds": 1}}
+    assert call(k8s, "POST", f"/api/v1/namespaces/training/pods/{name}/eviction", body)[0] == 201
+    code, pod = call(k8s, "GET", f"/api/v1/namespaces/training/pods/{name}")
+    # Terminating first (what kubectl drain polls on), then gone; its budget no longer counts it healthy meanwhile.
+    assert code == 200 and pod["metadata"]["deletionTimestamp"] and pod["metadata"]["deletionGracePeriodSeconds"] == 1
+    pdb = call(k8s, "GET", "/apis/policy/v1/namespaces/training/poddisruptionbudgets/gang-000")[1]
+    assert pdb["status"]["currentHealthy"] < pdb["status"]["expectedPods"]
+    # A second eviction of a terminating pod bypasses the budget (canIgnorePDB); the first grace period stands.
+    k8s.set_fault(pdb="training/gang-000", seconds=600)
+    again = dict(body, deleteOptions={"gracePeriodSeconds": 30})
+    assert call(k8s, "POST", f"/api/v1/namespaces/training/pods/{name}/eviction", again)[0] == 201
+    assert call(k8s, "GET", f"/api/v1/namespaces/training/pods/{name}")[1]["metadata"]["deletionGracePeriodSeconds"] == 1
+    deadline = time.monotonic() + 30
+    while call(k8s, "GET", f"/api/v1/namespaces/training/pods/{name}")[0] == 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert call(k8s, "GET", f"/api/v1/namespaces/training/pods/{name}")[0] == 404
+    assert k8s.counters()["pods_deleted"] == 1
