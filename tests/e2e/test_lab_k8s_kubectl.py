@@ -120,6 +120,7 @@ def test_drain_evicts_all_but_daemonset_pods(k8s: K8sLabHandle) -> None:
     assert counters["evictions"] == 1 and counters.get("evictions_refused", 0) == 0
 
 
+@pytest.mark.slow  # kubectl retries a refused eviction after 5 s
 def test_drain_waits_for_the_budget_then_succeeds(k8s: K8sLabHandle) -> None:
     name = SPECS[2].name
     k8s.set_fault(pdb="training/gang-000", refuse=1)
@@ -131,6 +132,7 @@ def test_drain_waits_for_the_budget_then_succeeds(k8s: K8sLabHandle) -> None:
     assert all(p["metadata"]["namespace"] == "kube-system" for p in k8s.pods_on(name))
 
 
+@pytest.mark.slow  # kubectl retries a refused eviction after 5 s
 def test_drain_times_out_while_the_budget_forbids(k8s: K8sLabHandle) -> None:
     name = SPECS[3].name
     k8s.set_fault(pdb="training/gang-000", seconds=3600)
