@@ -169,15 +169,12 @@ def _bare(value: Any) -> dict[str, Any] | None:
 
 def _finished_runs(conn: Any, values: list[Any]) -> set[int]:
     ids = sorted({v[CURSOR_RUN] for v in values if isinstance(v, dict) and isinstance(v.get(CURSOR_RUN), int)})
-    done: set[int] = set()
+    state: dict[int, str] = {}
     sr = T.sweep_run.c
     for i in range(0, len(ids), 500):
-        done.update(r.id for r in conn.execute(select(sr.id).where(sr.id.in_(ids[i : i + 500]), sr.state == "finished")))
+        state.update((r.id, r.state) for r in conn.execute(select(sr.id, sr.state).where(sr.id.in_(ids[i : i + 500]))))
     # A run no longer stored (pruned) is taken as finished: its cursor is all there is.
-    kept = set()
-    for i in range(0, len(ids), 500):
-        kept.update(r.id for r in conn.execute(select(sr.id).where(sr.id.in_(ids[i : i + 500]))))
-    return done | (set(ids) - kept)
+    return {i for i in ids if state.get(i, "finished") == "finished"}
 
 
 def _as_of_finished(value: Any, finished: set[int]) -> dict[str, Any] | None:
@@ -194,7 +191,7 @@ def baseline_cursors(conn: Any) -> dict[tuple[str, str], dict[str, Any]]:
     """{(kind, target): cursor} as of the last finished run that swept each target (a target without one is left out)."""
     rows = [(r.kind, r.target, r.value) for r in conn.execute(select(T.sweep_cursor))]
     finished = _finished_runs(conn, [v for _, _, v in rows])
-    out = {}
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     for kind, target, value in rows:
         cur = _as_of_finished(value, finished)
         if cur is not None:
@@ -206,7 +203,7 @@ def stamp_cursors(conn: Any, run_id: int, cursors: dict[str, dict[str, Any]], st
     """The cursors run ``run_id`` writes ({target: cursor}), each marked with the run and carrying the cursor as of the
     last finished run (from ``stored``, the values they replace)."""
     finished = _finished_runs(conn, list(stored.values())) - {run_id}
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for target, cur in cursors.items():
         prev = stored.get(target)
         base = _as_of_finished(prev, finished) if not (isinstance(prev, dict) and prev.get(CURSOR_RUN) == run_id) else (
