@@ -152,6 +152,25 @@ def test_a_textfile_folder_that_cannot_take_a_file_is_refused_before_work(exampl
     assert _runs() == 0
 
 
+def test_an_immutable_textfile_folder_is_refused_before_work(example_loaded: Any, cli: Any, tmp_path: Path) -> None:
+    """The issue's own case: `chattr +i` on the folder (root may write anywhere else); skips where chattr cannot."""
+    import shutil
+    import subprocess
+
+    folder = tmp_path / "textfile"
+    folder.mkdir()
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available or not permitted here (e2fsprogs, CAP_LINUX_IMMUTABLE)")
+    try:
+        r = cli("sweep", SERVER, "--textfile", str(folder))
+    finally:
+        subprocess.run([chattr, "-i", str(folder)], check=True)
+    assert r.code == 2, (r.code, r.err)
+    assert _one_line(r.err) == f"error: --textfile: {folder}: cannot write there: Operation not permitted"
+    assert _runs() == 0
+
+
 @pytest.fixture
 def swept_without_devices(example_loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """`fleetctl sweep` runs its real engine, with the verdicts fed instead of read (a new critical PSU finding)."""
