@@ -39,7 +39,11 @@ def ack(
     ] = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Silence a known problem until it expires, changes status, or clears; it still shows, marked."""
+    """Silence a known problem until it expires, changes status, or clears; it still shows, marked.
+
+    When the ack expires and the problem persists, the next sweep reports it as new again (its exit code, the
+    new-findings metric), as an Alertmanager silence that expires notifies again.
+    """
     from fleetctl.cli.output import emit_one
     from fleetctl.inventory.service import actor
     from fleetctl.store import get_engine, immediate
@@ -58,7 +62,7 @@ def ack(
 
 @app.command("unack")
 def unack(finding: FindingArg) -> None:
-    """End the acknowledgement of a problem: it sets the exit code again."""
+    """End the acknowledgement of a problem: the next sweep reports it as new again (and sets the exit code)."""
     from fleetctl.store import get_engine, immediate
     from fleetctl.sweep import history
 
