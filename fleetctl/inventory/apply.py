@@ -160,6 +160,7 @@ def apply(conn: Connection, plan: Plan, *, actor: str, action: str, reason: str 
             "rack_id": rack_ids[(s["site"], s["rack"])], "position": s["position"], "height": height,
             "bmc_url": s["bmc"], "bmc_system_id": s["system_id"], "credential": s["credential"],
             "bmc_fingerprint": s["fingerprint"], "host_address": s["host"], "host_vars": s["host_vars"] or None,
+            "k8s_cluster": s["cluster"], "k8s_node": s["node"],
         }  # fmt: skip
 
     now = utcnow()

@@ -86,6 +86,11 @@ def provisioning_row(s: SiteSpec) -> dict[str, Any] | None:
     return p.model_dump(mode="json", exclude_defaults=True) if p is not None else None
 
 
+def clusters_row(s: SiteSpec) -> list[dict[str, Any]] | None:
+    """A site's Kubernetes clusters as stored (references only; defaults left out); None: none declared."""
+    return [c.model_dump(mode="json", exclude_defaults=True) for c in s.clusters] or None
+
+
 def tables(
     models: dict[str, ModelSpec], sites: dict[str, SiteSpec], *, consume: bool = False
 ) -> dict[str, dict[Any, dict[str, Any]]]:
@@ -98,7 +103,7 @@ def tables(
     for m in models.values():
         t["model"][m.name] = m.model_dump()
     for s in sites.values():
-        t["site"][s.name] = {"description": s.description, "provisioning": provisioning_row(s)}
+        t["site"][s.name] = {"description": s.description, "provisioning": provisioning_row(s), "k8s_clusters": clusters_row(s)}
         for r in s.racks:
             t["rack"][(s.name, r.name)] = {
                 "row": r.row, "position": r.position, "height": r.height, "power_budget": r.power_budget,
@@ -112,7 +117,7 @@ def tables(
                     "credential": v.credential, "fingerprint": v.fingerprint,
                     "host": v.host, "host_vars": dict(sorted(v.host_vars.items())),
                     "nics": sorted((n.name, n.mac) for n in v.nics), "tags": sorted(set(v.tags)),
-                    "state": v.state,
+                    "state": v.state, "cluster": v.cluster, "node": v.node,
                 }  # fmt: skip
                 for b in v.boards:
                     t["board"][board_key(b.serial, b.position)] = {

@@ -56,6 +56,9 @@ Short = Annotated[str, Field(max_length=SHORT_MAX), AfterValidator(_one_line)]
 # An integer: never a boolean.
 Int = Annotated[int, BeforeValidator(_not_bool)]
 Vlan = Annotated[Int, Field(ge=1, le=4094)]
+# A Kubernetes node's name: a DNS-1123 subdomain (lower case), as the API requires of a Node.
+NODE_NAME_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+NodeName = Annotated[str, Field(pattern=NODE_NAME_RE, max_length=253)]
 #: The board kinds every inventory knows; any kind an installed accelerator driver registers (``fleetctl.accel``) is one
 #: too, so a new kind needs no edit here (``fleetctl.burnin.criteria.board_kinds`` is the same vocabulary).
 BOARD_KINDS = ("mncore2", "mncore", "gpu")
@@ -212,6 +215,11 @@ class ServerSpec(Strict):
     # name, port 22); extra Ansible host variables for its playbooks.
     host: Short | None = None
     host_vars: dict[str, Any] = Field(default_factory=dict)
+    # Its Kubernetes node (docs/kubernetes.md): the cluster (a name under the
+    # site's clusters; default: the site's only one) and the node's name
+    # (default: learned, the server's name or its host name).
+    cluster: Name | None = None
+    node: NodeName | None = None
 
     @field_validator("host")
     @classmethod
@@ -300,6 +308,40 @@ class SnmpSpec(Strict):
     @classmethod
     def _cred(cls, v: str) -> str:
         return ServerSpec._cred.__func__(cls, v)  # type: ignore[attr-defined]
+
+
+class ClusterSpec(Strict):
+    """A Kubernetes cluster the site's servers are nodes of, and how to reach it: a reference, never a credential.
+
+    Either a kubeconfig file (its path, and the context to use: the file's
+    current context when left out) or ``in_cluster: true`` (the service
+    account Kubernetes mounts into a pod fleetctl runs in).
+    """
+
+    name: Name
+    kubeconfig: Text | None = None
+    context: Short | None = None
+    in_cluster: bool = False
+
+    @field_validator("kubeconfig")
+    @classmethod
+    def _kubeconfig(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        # A path, never the file's content: that holds a token or a client key.
+        if "\n" in v or v.lstrip().startswith(("apiVersion", "{")):
+            raise ValueError("kubeconfig is the path of a kubeconfig file, never its content")
+        if not v.startswith(("/", "~/")):
+            raise ValueError("kubeconfig must be an absolute path (or start with ~/)")
+        return v
+
+    @model_validator(mode="after")
+    def _one_way(self) -> ClusterSpec:
+        if self.in_cluster == (self.kubeconfig is not None):
+            raise ValueError("a cluster is reached through a kubeconfig (kubeconfig:, context:) or in_cluster: true, one of them")
+        if self.in_cluster and self.context is not None:
+            raise ValueError("context: belongs with kubeconfig:, not in_cluster")
+        return self
 
 
 class SwitchSpec(Strict):
@@ -515,6 +557,7 @@ class SiteSpec(Strict):
     name: Name
     description: Text | None = None
     provisioning: ProvisioningSpec | None = None
+    clusters: list[ClusterSpec] = Field(default_factory=list)
     racks: list[RackSpec] = Field(default_factory=list)
     cabling: list[CableSpec] = Field(default_factory=list)
 

@@ -22,6 +22,7 @@ from fleetctl.inventory.schema import (
     BoardSpec,
     BoardsSpec,
     CableSpec,
+    ClusterSpec,
     K8sJoinSpec,
     ModelSpec,
     NicSpec,
@@ -145,6 +146,8 @@ def read_sites(conn: Connection, names: set[str] | None = None) -> list[SiteSpec
                 boards=sorted(boards[r.id], key=lambda b: (b.slot, b.serial)),
                 tags=sorted(tags[r.id]),
                 state=r.state,
+                cluster=r.k8s_cluster,
+                node=r.k8s_node,
             )
         )
 
@@ -217,6 +220,7 @@ def read_sites(conn: Connection, names: set[str] | None = None) -> list[SiteSpec
             name=r.name,
             description=r.description,
             provisioning=_provisioning(r.provisioning),
+            clusters=[ClusterSpec.model_construct(**c) for c in r.k8s_clusters or []],
             racks=sorted(racks_by_site[r.id], key=lambda k: natural_key(k.name)),
             cabling=sorted(cabling[r.id], key=lambda c: (natural_key(c.switch), natural_key(c.port))),
         )

@@ -197,6 +197,8 @@ def _register_site(o: dict[int, Origin], site: SiteSpec, source: Source | None, 
             o[id(switch)] = Origin(source, (*rl, "switches", wi), site.name)
     for ci, cable in enumerate(site.cabling):
         o[id(cable)] = Origin(source, (*loc, "cabling", ci), site.name)
+    for ki, cluster in enumerate(site.clusters):
+        o[id(cluster)] = Origin(source, (*loc, "clusters", ki), site.name)
 
 
 def merge(current: SiteFile, sources: list[Source], files: list[SiteFile]) -> Desired:
@@ -331,6 +333,7 @@ def check(desired: Desired) -> list[str]:
                     f"budget ({rack.power_budget} W); power-on will be staggered"
                 )
         _check_cabling(site, desired, switch_ports, server_nics, problems)
+        _check_nodes(site, desired, problems)
     problems.raise_if_any()
     return warnings
 
@@ -369,6 +372,32 @@ def _check_server(dev, model, o, desired, claim, problems, warnings, board_mode)
         problems.add(o.at("boards"), f"{dev.name} declares {len(dev.boards)} boards; model {model.name!r} holds {model.boards.count}")
     elif model.boards and dev.boards and len(dev.boards) < model.boards.count:
         warnings.append(f"{dev.name}: {len(dev.boards)} of {model.boards.count} {model.boards.kind} boards declared")
+
+
+def _check_nodes(site: SiteSpec, desired: Desired, problems: Problems) -> None:
+    """Clusters named once; a server's cluster is one of its site's; a node is one server's."""
+    clusters: set[str] = set()
+    for cluster in site.clusters:
+        if cluster.name in clusters:
+            problems.add(desired.origin(cluster).at("name"), f"cluster {cluster.name!r} appears twice in site {site.name!r}")
+        clusters.add(cluster.name)
+    only = site.clusters[0].name if len(site.clusters) == 1 else None
+    nodes: dict[tuple[str, str], str] = {}
+    for rack in site.racks:
+        for server in rack.servers:
+            o = desired.origin(server)
+            if server.cluster is not None and server.cluster not in clusters:
+                known = ", ".join(sorted(clusters)) or "none declared (clusters:)"
+                problems.add(o.at("cluster"), f"{server.name}: cluster {server.cluster!r} is not one of site {site.name!r}'s ({known})")
+                continue
+            if server.node is not None and (server.cluster or only) is None:
+                problems.add(o.at("node"), f"{server.name}: a node name needs a cluster (cluster:, or one under the site's clusters:)")
+                continue
+            if server.node is not None:
+                key = (server.cluster or only or "", server.node)
+                if key in nodes:
+                    problems.add(o.at("node"), f"node {server.node!r} of cluster {key[0]!r} is already {nodes[key]}'s")
+                nodes[key] = server.name
 
 
 def _check_cabling(site, desired, switch_ports, server_nics, problems) -> None:  # type: ignore[no-untyped-def]

@@ -35,6 +35,10 @@ class Server(TableModel, table=True):
     # server's name, port 22. Extra Ansible host variables beside it.
     host_address: str | None = None
     host_vars: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    # Its Kubernetes node, as the site file declares it (docs/kubernetes.md): the
+    # cluster's name (None: the site's only cluster) and the node's (None: learned).
+    k8s_cluster: str | None = None
+    k8s_node: str | None = None
     state: str = Field(default="registered", index=True)
     target_state: str | None = None
     last_error: str | None = None

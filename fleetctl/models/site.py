@@ -19,6 +19,9 @@ class Site(TableModel, table=True):
     # The site file's provisioning block with its defaults left out (NULL: none);
     # inventory.queries.site_provisioning gives it back with the defaults filled in.
     provisioning: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
+    # The Kubernetes clusters its servers are nodes of: [{name, kubeconfig, context, in_cluster}], references
+    # only (a kubeconfig's path and context, never a token); NULL: none.
+    k8s_clusters: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
 
 
 class Rack(TableModel, table=True):
