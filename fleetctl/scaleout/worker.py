@@ -29,8 +29,6 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
 
     # (the activities import the Temporal SDK, an optional extra: not for a command that never reaches Temporal)
     from fleetctl.scaleout.activities import ProvisionActivities
-    from fleetctl.scaleout.firmware_act import FirmwareActivities
-    from fleetctl.scaleout.firmware_wf import FirmwareCampaign, FirmwareServer
     from fleetctl.scaleout.preflight_act import preflight
     from fleetctl.scaleout.run_act import RunActivities
     from fleetctl.scaleout.run_wf import RunUnit, RunWorkflow
@@ -45,12 +43,11 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
     async with FleetSessions() as fleets:
         acts = ProvisionActivities(fleets)
         described = RunActivities()  # every described workflow (burn-in, the sweep ...): fleetctl.workflows.describe
-        firmware = FirmwareActivities(fleets)
-        site_worker = Worker(client, task_queue=site_queue(site), workflows=[ProvisionServer, FirmwareServer, RunUnit],
-                             activities=[*acts.all(), *firmware.site(), preflight, *described.site()],
+        site_worker = Worker(client, task_queue=site_queue(site), workflows=[ProvisionServer, RunUnit],
+                             activities=[*acts.all(), preflight, *described.site()],
                              max_concurrent_activities=activities)  # fmt: skip
-        control = Worker(client, task_queue=CONTROL_QUEUE, workflows=[ProvisionRun, FirmwareCampaign, RunWorkflow],
-                         activities=[*acts.control(), *firmware.control(), *described.control()])  # fmt: skip
+        control = Worker(client, task_queue=CONTROL_QUEUE, workflows=[ProvisionRun, RunWorkflow],
+                         activities=[*acts.control(), *described.control()])  # fmt: skip
         tasks = [asyncio.create_task(site_worker.run()), asyncio.create_task(control.run())]
         if ready is not None:
             ready(f"worker for site {site}: task queues {site_queue(site)} and {CONTROL_QUEUE} on {address} (namespace {namespace})")
