@@ -280,6 +280,8 @@ server = table(
     column("bmc_fingerprint", String()),
     column("host_address", String()),
     column("host_vars", JSON()),
+    column("k8s_cluster", String()),
+    column("k8s_node", String()),
     column("state", String()),
     column("target_state", String()),
     column("last_error", String()),
@@ -302,6 +304,7 @@ site = table(
     column("name", String()),
     column("description", String()),
     column("provisioning", JSON()),
+    column("k8s_clusters", JSON()),
 )
 
 sweep_cursor = table(
