@@ -74,7 +74,7 @@ def _no_password_in_histories(address: str) -> dict[str, dict[str, Any]]:
     password = (Path(os.environ["FLEETCTL_LAB_DIR"]) / "credential").read_text().split()[1]
     histories = asyncio.run(_histories(address))
     dumped = json.dumps(histories)
-    assert "fleetctl.firmware.server" in dumped  # the histories were read
+    assert "fleetctl.run.unit" in dumped and any(w.startswith("firmware:") for w in histories)  # the histories were read
     assert password not in dumped
     return histories
 
@@ -181,12 +181,13 @@ def _running_flash(db: str, server: str) -> bool:
 
 
 async def _flashing_worker(address: str, server: str) -> int:
-    """The pid of the worker running the server's firmware activity (Temporal's identity of a worker is PID@HOST)."""
+    """The pid of the worker running the server's unit of the campaign (the activity of its child workflow ``firmware:<server>``;
+    Temporal's identity of a worker is PID@HOST)."""
     from temporalio.client import Client
 
     client = await Client.connect(address)
     desc = await client.get_workflow_handle(f"firmware:{server}").describe()
-    [pending] = [a for a in desc.raw_description.pending_activities if a.activity_type.name == "fleetctl.firmware.server"]
+    [pending] = [a for a in desc.raw_description.pending_activities if a.activity_type.name == "fleetctl.run.unit"]
     return int(pending.last_worker_identity.partition("@")[0])
 
 
@@ -220,7 +221,7 @@ def test_a_worker_killed_mid_flash_leaves_the_run_to_the_other(lab, cli, tempora
     assert c["firmware_flashes"] == 5 and c["firmware_by_component"] == {"BIOS": 1, **dict.fromkeys(BOARDS, 1)}, c
     assert len([e for e in _events(cli, "firmware.update") if e[1] == f"server {MN1}"]) == 5
     histories = _no_password_in_histories(temporal.address)
-    attempt, survivor = _completed_by(histories[f"firmware:{MN1}"], "fleetctl.firmware.server")
+    attempt, survivor = _completed_by(histories[f"firmware:{MN1}"], "fleetctl.run.unit")
     assert attempt >= 2 and survivor != pid and survivor in {p.pid for p in workers.procs.values()}, (attempt, survivor, pid)
     print(f"killed {name} (pid {pid}); the campaign took {took:.1f} s")
 
