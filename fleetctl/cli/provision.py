@@ -95,34 +95,80 @@ def _temporal() -> str | None:
 
 
 def _through_temporal(names: list[str], opts: Any, label: str, output: Format) -> tuple[list[Any], dict[str, Any]]:
-    """Start the run as Temporal workflows and follow it (the live table on a terminal); Ctrl-C detaches."""
+    """The run on Temporal (the provisioning description, run by the workers of each site), followed to its end: the same
+    rows and figures as in process (the live table on a terminal). Ctrl-C detaches: the run goes on on the workers."""
     from fleetctl.cli.output import console
     from fleetctl.config import database_url, temporal_address, temporal_namespace
-    from fleetctl.scaleout import client
+    from fleetctl.inventory.service import actor
+    from fleetctl.scaleout.client import Detached, check_store, run_described
+    from fleetctl.workflows.provision.described import request
 
-    client.check_store(database_url())
+    check_store(database_url())
     address = temporal_address()
     assert address is not None
     err = console(stderr=True)
     live: Any = None
-    on_status = None
+    on_units = None
     if sys.stderr.isatty() and output == Format.table:
         from rich.live import Live
 
         live = Live(_remote_table(label, names, {}), console=err, refresh_per_second=2, transient=False)
         live.start()
+        t0: dict[str, float] = {}
 
-        def on_status(status: dict[str, Any]) -> None:
-            live.update(_remote_table(label, names, status.get("servers", {})))
+        def on_units(units: list[dict[str, Any]]) -> None:
+            live.update(_remote_table(label, names, _remote_rows(units, t0)))
 
     try:
-        return client.provision(names, opts, label, address, temporal_namespace(), on_status=on_status)
-    except client.Detached as d:
+        result, run = run_described("provision", request(names, opts, label, actor()), address, temporal_namespace(), on_units=on_units,
+                                    resumes="a later `fleetctl provision` of the same servers resumes it from the journal")  # fmt: skip
+    except Detached as d:
         err.print(d.message(), highlight=False)
         raise typer.Exit(130) from None
     finally:
         if live is not None:
             live.stop()
+    return list(result.servers), {**result.stats(), "workflow": run.wid}
+
+
+def _remote_rows(units: list[dict[str, Any]], t0: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """The live rows of a run on Temporal: a server done is its unit's output; a running server's step is read from the
+    journal (the parent's status query knows only that its unit runs; the store knows the step it is in)."""
+    import time
+
+    rows: dict[str, dict[str, Any]] = {}
+    running = [u["key"] for u in units if u.get("stage") == "running"]
+    steps = _running_steps(running) if running else {}
+    now = time.monotonic()
+    for u in units:
+        key, out = u["key"], u.get("out")
+        if out:
+            rows[key] = dict(out)
+        elif u.get("lost"):
+            rows[key] = {"result": "failed", "state": "", "step": "", "elapsed": 0.0, "error": u["lost"]}
+        elif u.get("stage") == "running":
+            t = t0.setdefault(key, now)
+            state, step = steps.get(key, ("", ""))
+            rows[key] = {"result": "running", "state": state, "step": step, "elapsed": now - t, "status": "running"}
+        else:
+            rows[key] = {"result": "running", "state": "", "step": "", "elapsed": 0.0, "status": "waiting"}
+    return rows
+
+
+def _running_steps(names: list[str]) -> dict[str, tuple[str, str]]:
+    """{server: (its state, the step its running provisioning job journaled last)}: the job that holds its latest rows is
+    the run's (the server is locked by it); an older run's rows belong to a job no longer running."""
+    from sqlalchemy import func, select
+
+    from fleetctl.store import get_engine
+    from fleetctl.store import tables as T
+
+    last = (select(T.job_step.c.server_id, func.max(T.job_step.c.id).label("id")).join(T.job, T.job.c.id == T.job_step.c.job_id)
+            .where(T.job.c.kind == "provision", T.job.c.state == "running").group_by(T.job_step.c.server_id).subquery())  # fmt: skip
+    q = (select(T.server.c.name, T.server.c.state, T.job_step.c.name).join(last, last.c.server_id == T.server.c.id)
+         .join(T.job_step, T.job_step.c.id == last.c.id).where(T.server.c.name.in_(names)))  # fmt: skip
+    with get_engine().connect() as conn:
+        return {str(n): (str(st), str(step).removeprefix("provision.")) for n, st, step in conn.execute(q)}
 
 
 def _remote_table(label: str, names: list[str], rows: dict[str, Any]) -> Any:
@@ -149,7 +195,7 @@ def _with_live_view(names: list[str], opts: Any, label: str) -> tuple[list[Any],
     from rich.table import Table
 
     from fleetctl.cli.output import console
-    from fleetctl.workflows.provision import Provisioner
+    from fleetctl.workflows.provision import Provisioner, run_here
 
     p = Provisioner(names, options=opts, label=label)
     p.check()  # a refusal before the live view opens: one error line, no empty table
@@ -177,9 +223,14 @@ def _with_live_view(names: list[str], opts: Any, label: str) -> tuple[list[Any],
                 view.update(table())
 
         p.on_change = changed
-        results = p.run()
+        if opts.dry_run:
+            results: list[Any] = p.dry_run()
+            stats = p.stats
+        else:  # the description, run in this process (its units' rows are p's: the table above)
+            result = run_here(p)
+            results, stats = list(result.servers), result.stats()
         view.update(table())
-    return results, p.stats
+    return results, stats
 
 
 def _report_problems(e: Any, output: Format) -> None:

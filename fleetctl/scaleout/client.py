@@ -5,15 +5,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fleetctl.config import database_url, temporal_address, temporal_namespace
 from fleetctl.errors import FleetError, InputError
-from fleetctl.inventory.service import actor
 from fleetctl.scaleout.queues import CONTROL_QUEUE, HEARTBEAT_S
-from fleetctl.store import get_engine
-from fleetctl.store import tables as T
 
 # The default heartbeat of long activities (seconds); FLEETCTL_TEMPORAL_HEARTBEAT shortens it (tests).
 ENV_HEARTBEAT = "FLEETCTL_TEMPORAL_HEARTBEAT"
@@ -82,34 +79,6 @@ async def connect(address: str, namespace: str) -> Any:
         return await Client.connect(address, namespace=namespace, tls=tls, runtime=runtime())
     except RuntimeError as e:  # the SDK's core reports a refused or unreachable frontend as RuntimeError
         raise FleetError(f"cannot reach Temporal at {address} (namespace {namespace}): {e}") from e
-
-
-@dataclass
-class RemoteRow:
-    """A server's row as a workflow reported it: what the CLI's report reads of a ``Progress``."""
-
-    data: dict[str, Any]
-    plan: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def server(self) -> str:
-        return str(self.data["server"])
-
-    @property
-    def result(self) -> str | None:
-        r = self.data.get("result")
-        return None if r in (None, "running") else str(r)
-
-    @property
-    def error(self) -> str | None:
-        return self.data.get("error")
-
-    @property
-    def state(self) -> str:
-        return str(self.data.get("state", ""))
-
-    def row(self) -> dict[str, Any]:
-        return {k: v for k, v in self.data.items() if k != "status"}
 
 
 class Detached(Exception):
@@ -238,7 +207,7 @@ def run_described(name: str, request: Any, address: str, namespace: str, *, kind
 
             if isinstance(e.cause, CancelledError):  # `fleetctl jobs cancel`: the parent closed the run as interrupted
                 then = f"; {resumes}" if resumes else ""
-                raise FleetError(f"the {name} workflow {run.wid} was cancelled: its run is interrupted{then}") from e
+                raise FleetError(f"the {name} workflow {run.wid} was cancelled: its run is interrupted{then}", exit_code=130) from e
             raise FleetError(f"the {name} workflow {run.wid} failed: {e.cause or e}") from e
         raise
     if out.get("problems"):  # the checks found problems before open: the description's refusal, as in process
@@ -249,92 +218,6 @@ def run_described(name: str, request: Any, address: str, namespace: str, *, kind
     if out.get("job") is not None:
         run.job = int(out["job"])
     return typed(desc.result_type, out["result"]), run
-
-
-def provision_request(names: list[str], options: Any, label: str) -> dict[str, Any]:
-    """The parent workflow's input: names, options, who; the store's URL without its password."""
-    import os
-
-    # (the activities import the Temporal SDK, an optional extra: not for a command that never reaches Temporal)
-    from fleetctl.scaleout.activities import store_id
-
-    opts = {k: v for k, v in asdict(options).items() if k != "url"}
-    return {"names": names, "options": opts, "label": label, "actor": actor(), "store": store_id(database_url()),
-            "heartbeat_s": float(os.environ.get(ENV_HEARTBEAT) or HEARTBEAT_S), "sites": _sites(names)}  # fmt: skip
-
-
-def _sites(names: list[str]) -> dict[str, list[str]]:
-    """{site: its servers among ``names``}: where the parent runs the preflight (on a worker of each)."""
-    from sqlalchemy import select
-
-    q = (select(T.server.c.name, T.site.c.name.label("site")).join(T.rack, T.rack.c.id == T.server.c.rack_id)
-         .join(T.site, T.site.c.id == T.rack.c.site_id).where(T.server.c.name.in_(names)))  # fmt: skip
-    out: dict[str, list[str]] = {}
-    with get_engine().connect() as c:
-        for r in c.execute(q):
-            out.setdefault(r.site, []).append(r.name)
-    return {site: sorted(ns, key=names.index) for site, ns in sorted(out.items())}
-
-
-def provision(names: list[str], options: Any, label: str, address: str, namespace: str,
-              on_status: Callable[[dict[str, Any]], None] | None = None) -> tuple[list[RemoteRow], dict[str, Any]]:  # fmt: skip
-    """Start `provision` as a workflow and follow it to its end; (rows, stats) as the embedded engine gives them.
-
-    Raises:
-        Detached: on Ctrl-C (KeyboardInterrupt), which leaves the workflow running.
-    """
-    req = provision_request(names, options, label)
-    run = Followed("provision")
-    wid = run.wid
-
-    async def live(client: Any, status: dict[str, Any]) -> None:
-        if on_status is not None:
-            on_status(await _live(client, status))
-
-    try:
-        out = follow(run, req, address, namespace, on_status=live)
-    except Exception as e:
-        from temporalio.client import WorkflowFailureError
-
-        if isinstance(e, WorkflowFailureError):
-            refused = _preflight_refusal(e)
-            if refused is not None:  # the same one line and exit 2 as in process; nothing was touched
-                raise refused from None
-            from temporalio.exceptions import CancelledError
-
-            if isinstance(e.cause, CancelledError):  # `fleetctl jobs cancel`: as an interrupted run in process, exit 130
-                which = f"job {run.job}" if run.job is not None else "its job"
-                raise FleetError(f"the provisioning workflow {wid} was cancelled: {which} interrupted", exit_code=130) from e
-            raise FleetError(f"the provisioning workflow {wid} failed: {e.cause or e}") from e
-        raise
-    rows = [RemoteRow(r) for r in out.pop("servers")]
-    return rows, {**out, "workflow": wid}
-
-
-def _preflight_refusal(e: Any) -> Any:
-    """The PreflightError of a run the parent refused on its sites' preflight reports; None for any other failure."""
-    from temporalio.exceptions import ApplicationError
-
-    from fleetctl.scaleout.preflight_act import REFUSED, refusal
-
-    cause = e.cause
-    if not isinstance(cause, ApplicationError) or cause.type != REFUSED or not cause.details:
-        return None
-    return refusal(list(cause.details[0]))
-
-
-async def _live(client: Any, status: dict[str, Any]) -> dict[str, Any]:
-    """The parent's rows, with each running server's own row from its child workflow (its current step)."""
-    rows = {r["server"]: r for r in status.get("servers", [])}
-
-    async def child(name: str) -> None:
-        try:
-            rows[name] = await client.get_workflow_handle(f"provision:{name}").query("status")
-        except Exception:  # noqa: BLE001 - not started yet, or already gone: keep the parent's row
-            return
-
-    await asyncio.gather(*(child(n) for n, r in rows.items() if r.get("result") == "running"))
-    return {"job": status.get("job"), "servers": rows}
 
 
 # How long `jobs show` and `jobs cancel` wait for Temporal before saying they cannot reach it (seconds).

@@ -17,13 +17,6 @@ CONTROL_QUEUE = "fleetctl-control"
 # elsewhere, after the step's check). Tests shorten it through the run's options.
 HEARTBEAT_S = 30.0
 
-# Each provisioning step's own time limit, in seconds, beyond what the step itself enforces (the firmware
-# step its firmware timeout, the OS wait the site's install timeout): a bound for an activity that hangs.
-STEP_TIMEOUT_S: dict[str, float] = {
-    "bmc": 600, "inspect": 1800, "firmware": 4 * 3600, "bios": 1800, "vlan-provisioning": 3600,
-    "boot": 3600, "os": 6 * 3600, "vlan-production": 3600, "ansible": 4 * 3600, "accel": 1800,
-}  # fmt: skip
-
 # How often an activity lost with its worker (heartbeat timeout) is started again. A step's failure is not
 # an exception but a value (the server fails, as in process), so only a lost worker leads to a retry; and
 # every step checks before it acts (a firmware component at the baseline is never flashed again; a boot

@@ -41,10 +41,11 @@ from fleetctl.scaleout.run_wf import (
 from fleetctl.sweep.workflow import SWEEP
 from fleetctl.workflows.describe import Context, Description, Outcome, described, plain, typed
 from fleetctl.workflows.firmware_described import FIRMWARE
+from fleetctl.workflows.provision.described import PROVISION
 
 # The built-in descriptions (each registered as its module is imported): a worker runs those it knows. A fifth workflow
 # is its module, imported here.
-BUILTIN = (BURNIN, SWEEP, FIRMWARE)
+BUILTIN = (BURNIN, SWEEP, PROVISION, FIRMWARE)
 
 
 def _context(actor: str = "fleetctl", **kw: Any) -> Context:

@@ -14,7 +14,6 @@ import signal
 from collections.abc import Callable
 
 from fleetctl.config import database_url
-from fleetctl.plugins import FleetSessions
 
 # A worker's activities judge locks Temporal runs hold (fleetctl.holders): the engine's check is registered here too.
 from fleetctl.scaleout import liveness as _liveness  # noqa: F401
@@ -28,11 +27,8 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
     from temporalio.worker import Worker
 
     # (the activities import the Temporal SDK, an optional extra: not for a command that never reaches Temporal)
-    from fleetctl.scaleout.activities import ProvisionActivities
-    from fleetctl.scaleout.preflight_act import preflight
     from fleetctl.scaleout.run_act import RunActivities
     from fleetctl.scaleout.run_wf import RunUnit, RunWorkflow
-    from fleetctl.scaleout.workflows import ProvisionRun, ProvisionServer
 
     check_store(database_url())
     client = await connect(address, namespace)
@@ -40,22 +36,19 @@ async def run_worker(site: str, address: str, namespace: str, *, activities: int
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with FleetSessions() as fleets:
-        acts = ProvisionActivities(fleets)
-        described = RunActivities()  # every described workflow (burn-in, the sweep ...): fleetctl.workflows.describe
-        site_worker = Worker(client, task_queue=site_queue(site), workflows=[ProvisionServer, RunUnit],
-                             activities=[*acts.all(), preflight, *described.site()],
-                             max_concurrent_activities=activities)  # fmt: skip
-        control = Worker(client, task_queue=CONTROL_QUEUE, workflows=[ProvisionRun, RunWorkflow],
-                         activities=[*acts.control(), *described.control()])  # fmt: skip
-        tasks = [asyncio.create_task(site_worker.run()), asyncio.create_task(control.run())]
-        if ready is not None:
-            ready(f"worker for site {site}: task queues {site_queue(site)} and {CONTROL_QUEUE} on {address} (namespace {namespace})")
-        waiter = asyncio.create_task(stop.wait())
-        await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
-        await asyncio.gather(site_worker.shutdown(), control.shutdown(), return_exceptions=True)
-        for t in tasks:
-            if t.done() and t.exception() is not None:
-                raise t.exception()  # type: ignore[misc]
-        await described.aclose()  # the run-scoped sessions (a site's coordinators) this worker kept
-        acts.close_all()
+    described = RunActivities()  # every described workflow (provisioning, burn-in, the sweep ...): fleetctl.workflows.describe
+    site_worker = Worker(client, task_queue=site_queue(site), workflows=[RunUnit],
+                         activities=[*described.site()],
+                         max_concurrent_activities=activities)  # fmt: skip
+    control = Worker(client, task_queue=CONTROL_QUEUE, workflows=[RunWorkflow],
+                     activities=[*described.control()])  # fmt: skip
+    tasks = [asyncio.create_task(site_worker.run()), asyncio.create_task(control.run())]
+    if ready is not None:
+        ready(f"worker for site {site}: task queues {site_queue(site)} and {CONTROL_QUEUE} on {address} (namespace {namespace})")
+    waiter = asyncio.create_task(stop.wait())
+    await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.gather(site_worker.shutdown(), control.shutdown(), return_exceptions=True)
+    for t in tasks:
+        if t.done() and t.exception() is not None:
+            raise t.exception()  # type: ignore[misc]
+    await described.aclose()  # the run-scoped sessions (a site's coordinators) this worker kept

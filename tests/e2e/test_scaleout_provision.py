@@ -52,17 +52,31 @@ async def _histories(address: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _activity_workers(history: dict[str, Any]) -> list[tuple[str, str]]:
-    """(activity type, identity of the worker that started it) for every activity attempt that completed or failed."""
-    scheduled: dict[str, str] = {}
-    out = []
+def _units_scheduled(history: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    """{event id: (activity type, the unit's key or the site it checks, activity id)} of every activity the run's parent
+    scheduled (its input names the unit)."""
+    import base64
+
+    out = {}
     for ev in history["events"]:
         attrs = ev.get("activityTaskScheduledEventAttributes")
         if attrs:
-            scheduled[ev["eventId"]] = attrs["activityType"]["name"]
+            arg = json.loads(base64.b64decode(attrs["input"]["payloads"][0]["data"]))
+            what = arg["unit"]["key"] if "unit" in arg else arg.get("site", "")
+            out[ev["eventId"]] = (attrs["activityType"]["name"], what, attrs["activityId"])
+    return out
+
+
+def _activity_workers(history: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(activity type, the unit's key or checked site, identity of the worker that started it) for every activity attempt
+    the run's parent started."""
+    scheduled = _units_scheduled(history)
+    out = []
+    for ev in history["events"]:
         attrs = ev.get("activityTaskStartedEventAttributes")
         if attrs:
-            out.append((scheduled[attrs["scheduledEventId"]], attrs.get("identity", "")))
+            kind, what, _ = scheduled[attrs["scheduledEventId"]]
+            out.append((kind, what, attrs.get("identity", "")))
     return out
 
 
@@ -93,15 +107,17 @@ def test_provision_through_temporal_with_workers_of_two_sites(lab, cli, temporal
         assert c.execute(text("SELECT count(*) FROM server WHERE reservation IS NOT NULL")).scalar() == 0
     eng.dispose()
     histories = asyncio.run(_histories(temporal.address))
-    # Each site's servers were worked only by that site's workers.
-    for n in names:
-        site = n.split("-")[1]
-        [key] = [k for k in histories if k.startswith(f"provision:{n}/")]
-        ran = _activity_workers(histories[key])
-        assert ran, key
-        for activity, identity in ran:
+    # Each site's servers were worked (and its credentials checked) only by that site's workers: one parent workflow
+    # of the generic engine, a unit activity per server on its site's queue.
+    [key] = [k for k in histories if k.startswith(f"{doc['workflow']}/")]
+    ran = _activity_workers(histories[key])
+    assert {n for kind, n, _ in ran if kind == "fleetctl.run.unit"} == set(names), ran
+    assert {site for kind, site, _ in ran if kind == "fleetctl.run.check"} == {"tyo1", "osa1"}, ran
+    for kind, what, identity in ran:
+        if kind in ("fleetctl.run.unit", "fleetctl.run.check"):
+            site = what.split("-")[1] if kind == "fleetctl.run.unit" else what
             pid = int(identity.partition("@")[0])
-            assert workers.site[pid] == site, (n, activity, identity)
+            assert workers.site[pid] == site, (kind, what, identity)
     # No secret in any history: the lab's BMC password, the Kubernetes join token.
     password = (Path(os.environ["FLEETCTL_LAB_DIR"]) / "credential").read_text().split()[1]
     dumped = json.dumps(histories)
@@ -132,14 +148,19 @@ def _wait_for(what: Any, timeout: float, why: str) -> None:
 
 
 async def _worker_of(address: str, server: str) -> int | None:
-    """The pid of the worker running the server's current activity (None: none running)."""
+    """The pid of the worker running the server's unit now (None: none running)."""
     from temporalio.client import Client
 
     client = await Client.connect(address)
-    desc = await client.get_workflow_handle(f"provision:{server}").describe()
-    for act in desc.raw_description.pending_activities:
-        if act.last_worker_identity:
-            return int(act.last_worker_identity.partition("@")[0])
+    async for wf in client.list_workflows():
+        if not wf.id.startswith("fleetctl-provision-") or wf.status is None or wf.status.name != "RUNNING":
+            continue
+        handle = client.get_workflow_handle(wf.id, run_id=wf.run_id)
+        units = {aid: what for kind, what, aid in _units_scheduled((await handle.fetch_history()).to_json_dict()).values()
+                 if kind == "fleetctl.run.unit"}  # fmt: skip
+        for act in (await handle.describe()).raw_description.pending_activities:
+            if units.get(act.activity_id) == server and act.last_worker_identity:
+                return int(act.last_worker_identity.partition("@")[0])
     return None
 
 

@@ -25,25 +25,34 @@ The modules:
 - :mod:`.steps`: the table of steps (name, state, goal, check, run);
 - :mod:`.coordinators`: the power gate, the switch batcher, the Ansible batcher;
 - :mod:`.plan`: the dry run;
-- :mod:`.engine`: locks, the journal, and each server through the steps.
+- :mod:`.engine`: the inventory read, the refusals, locks, the journal, the
+  coordinators, and each server through the steps (:class:`Provisioner`);
+- :mod:`.described`: the workflow described once (preflight per site, open,
+  a unit per server, close), run in process (:func:`provision`) or on
+  Temporal (``fleetctl.scaleout``) alike.
 """
 
-from fleetctl.workflows.provision.engine import Provisioner, provision, worst_exit
+from fleetctl.workflows.provision.described import PROVISION, ProvisionResult, ServerDone, provision, run_here
+from fleetctl.workflows.provision.engine import Provisioner, worst_exit
 from fleetctl.workflows.provision.model import ErrorKind, Failure, Options, Progress, Result, ServerCtx, StepFailed
 from fleetctl.workflows.provision.steps import STEP_NAMES, STEPS, Step
 
 __all__ = [
+    "PROVISION",
     "STEPS",
     "STEP_NAMES",
     "ErrorKind",
     "Failure",
     "Options",
     "Progress",
+    "ProvisionResult",
     "Provisioner",
     "Result",
     "ServerCtx",
+    "ServerDone",
     "Step",
     "StepFailed",
     "provision",
+    "run_here",
     "worst_exit",
 ]

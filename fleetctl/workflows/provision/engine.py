@@ -1,8 +1,17 @@
-"""The provisioning engine: locks, the journal, the coordinators, and each server through the steps.
+"""The provisioning engine's pieces: the inventory read, the refusals, the locks, the journal, the coordinators,
+and each server through the steps.
+
+:class:`Provisioner` holds them; the workflow's description
+(:mod:`.described`) calls its public methods in order, on either engine: in
+process one Provisioner serves the whole run, on Temporal the control queue's
+worker uses one to refuse, lock and open the job, and each site worker keeps
+one for the run's servers of its site (their credentials resolved there, the
+racks' power ledger, the switches, the Ansible batches). The dry run
+(:meth:`Provisioner.dry_run`) stays in process.
 
 What touches the store before and after the servers are worked (the
-inventory read, the locks, the job, the journal's passes) runs before and
-after the event loop; inside it, every store write goes through the
+inventory read, the locks, the job, the journal's passes) runs outside the
+event loop (a thread); inside it, every store write goes through the
 journal's writer thread (:class:`~fleetctl.workflows.journal.AsyncJournal`),
 so a database locked by another process never stalls the loop.
 """
@@ -17,30 +26,34 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from sqlalchemy import insert, select, update
+
 from fleetctl.errors import FleetError
 from fleetctl.interfaces.bmc import PowerState
 from fleetctl.inventory.service import actor, export_inventory
-from fleetctl.lifecycle.locks import Refused, break_lock, owner_id, release, try_lock
+from fleetctl.lifecycle.locks import Refused, break_lock, owner_id, try_lock
 from fleetctl.lifecycle.rack_power import RackPower
 from fleetctl.lifecycle.states import ServerState as S
 from fleetctl.plugins import FleetSessions, sweep_async
-from fleetctl.preflight import for_provision
+from fleetctl.preflight import PreflightError, Problem, for_provision
 from fleetctl.store import get_engine, immediate
+from fleetctl.store import tables as T
 from fleetctl.targets import bmc_targets, resolve, resolve_switches
 from fleetctl.times import utcnow
-from fleetctl.workflows.journal import WORKING, AsyncJournal, JobState, Journal, Pass, StepState
+from fleetctl.workflows.journal import OWNER_ARG, WORKING, AsyncJournal, Journal, Pass, StepState
 from fleetctl.workflows.network import protected_ports
 from fleetctl.workflows.power import power_figures
 from fleetctl.workflows.provision.context import load_contexts
 from fleetctl.workflows.provision.coordinators import AnsibleBatcher, PowerGate, SwitchBatcher
 from fleetctl.workflows.provision.model import ErrorKind, Failure, Options, Progress, Result, ServerCtx, StepError, StepFailed
+from fleetctl.workflows.provision.plan import plan_server
 from fleetctl.workflows.provision.steps import STEP_NAMES, STEPS, Step, StepCall, run_ansible_batch
 
 NOT_READY = (Result.FAILED, Result.LOCKED, Result.REFUSED)
 
 
 class Provisioner:
-    """One provisioning run over a list of servers (or its dry run)."""
+    """One provisioning run's servers and what they share (or its dry run); see the module's docstring."""
 
     def __init__(self, names: list[str], *, options: Options, label: str, on_change: Callable[[], None] | None = None) -> None:
         self.names = names
@@ -64,14 +77,15 @@ class Provisioner:
         self.switch_refs: dict[str, Any] = {}
         self.protected: dict[str, set[str]] = {}
         self.power_now: dict[str, Any] = {}
-        self.fleets: Any = None  # fleetctl.plugins.FleetSessions while the loop runs
-        self.power = PowerGate()  # its ledger once the racks' power states are read (_setup_coordinators)
+        self.fleets: Any = None  # fleetctl.plugins.FleetSessions while the servers are worked
+        self.power = PowerGate()  # its ledger once the racks' power states are read (setup_coordinators)
         self.switches = SwitchBatcher({}, options.switch_window_s, protected={}, sessions=options.switch_sessions)
         self.ansible = AnsibleBatcher(options.ansible_window_s, self._run_ansible)
         self.declared_sites: dict[str, asyncio.Future[Any]] = {}
         self.boot_done_at: dict[str, float] = {}  # server -> wall clock of its install boot (the OS wait's clock)
         self.ansible_steps: dict[str, int] = {}  # server -> its running ansible journal row
-        self._refused: dict[str, tuple[Result, str]] | None = None  # set by check(): servers refused or skipped, with why
+        self.refused: dict[str, tuple[Result, str]] | None = None  # set by preflight(): servers refused or skipped, with why
+        self.problems: list[Problem] = []  # what the preflight found (set with ``refused``)
 
     # --- shared by the steps ------------------------------------------------------
 
@@ -100,72 +114,51 @@ class Provisioner:
     def _run_ansible(self, names: list[str], stop: threading.Event | None = None) -> Any:
         return run_ansible_batch(self, names, stop)
 
-    # --- the run ------------------------------------------------------------------
+    # --- before the servers are worked (blocking: the store; call from a thread in an event loop) -----------
 
-    def run(self) -> list[Progress]:
-        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-        t0 = time.monotonic()
-        interrupted = False
-        try:
-            work = self._prepare()
-            asyncio.run(self._work(work))
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            interrupted = True
-            raise
-        finally:
-            self._close(interrupted=interrupted, cpu0=cpu0, t0=t0)
-        return [self.progress[n] for n in self.names]
+    def load(self) -> None:
+        """Read the servers' inventory (no credential is resolved): their contexts and live rows."""
+        if self.engine is None:
+            self.engine = get_engine(self.opt.url)
+        with self.engine.connect() as conn:
+            self.ctx = load_contexts(conn, self.names)
+        self.progress = {n: Progress(n, self.ctx[n].state) for n in self.names if n in self.ctx}
+
+    def resolve_bmcs(self) -> None:
+        """Resolve the servers' BMC credential references: once per run, here (on Temporal: on the site's worker)."""
+        targets, self.no_bmc = bmc_targets([c.bmc_ref for c in self.ctx.values()])
+        self.bmc_targets = {t.name: t for t in targets}
+
+    def preflight(self) -> list[Problem]:
+        """Read the inventory, sort out the servers refused or skipped, and run the preflight (``fleetctl.preflight``) on
+        the others: every credential and setting the run will need; touches no device, locks nothing. Once per run.
+
+        Returns:
+            The problems found (none: the run may go on).
+        """
+        if self.refused is None:
+            self.load()
+            self.resolve_bmcs()
+            refused = self.refusals()
+            with self.engine.connect() as conn:
+                self.problems = for_provision(conn, [self.ctx[n] for n in self.names if n in self.ctx and n not in refused]).problems
+            self.refused = refused
+        return self.problems
 
     def check(self) -> None:
-        """Read the inventory and run the preflight (``fleetctl.preflight``); touches no device, locks nothing.
+        """:meth:`preflight`, refusing the run on any problem.
 
         Raises:
             PreflightError: a credential or setting the run will need is missing
                 (every problem collected; the dry run refuses the same way).
         """
-        if self._refused is not None:
-            return
-        self.engine = get_engine(self.opt.url)
-        self._read_inventory()
-        self.progress = {n: Progress(n, self.ctx[n].state) for n in self.names}
-        refused = self._refusals()
-        with self.engine.connect() as conn:
-            for_provision(conn, [self.ctx[n] for n in self.names if n not in refused]).refuse()
-        self._refused = refused
+        problems = self.preflight()
+        if problems:
+            raise PreflightError("provision", problems)
 
-    def _prepare(self) -> list[str]:
-        """Before the loop: read the inventory, preflight, refuse and skip, lock, open the job; the servers to work."""
-        if not self.opt.dry_run:  # before any lock: a bad FLEETCTL_KEEP_RUNS stops here
-            from fleetctl.config import data_dir
-            from fleetctl.workflows.ansible_run import prune_runs, reap_leftovers
-
-            prune_runs(data_dir() / "runs")
-            # A killed run's leftovers first: its Ansible still running on our hosts, its token files (issue #13).
-            reap_leftovers()
-        self.check()
-        refused = self._refused or {}
-        for n, (result, text) in refused.items():
-            self.update(n, result=result, error=text)
-        work = [n for n in self.names if n not in refused]
-        if not self.opt.dry_run:
-            self.owner = owner_id()
-            if work:
-                busy = self._lock(work)
-                for n, why in busy.items():
-                    self.update(n, result=Result.LOCKED, locked_by=why, error=str(why))
-                work = [n for n in work if n in self.locked]
-            self._open_journal(work)
-        self._read_shared(work)
-        return work
-
-    def _read_inventory(self) -> None:
-        with self.engine.connect() as conn:
-            self.ctx = load_contexts(conn, self.names)
-        # Resolving reads each credential reference: once per run, not per step.
-        targets, self.no_bmc = bmc_targets([c.bmc_ref for c in self.ctx.values()])
-        self.bmc_targets = {t.name: t for t in targets}
-
-    def _refusals(self) -> dict[str, tuple[Result, str]]:
+    def refusals(self) -> dict[str, tuple[Result, str]]:
+        """The servers the run does not work, with why: refused (RMA; in service or maintenance without ``reprovision``),
+        or skipped (ready already). Marks those reprovisioned while in service (their ports are moved by force)."""
         out = {}
         for n, c in self.ctx.items():
             st = S(c.state)
@@ -179,12 +172,8 @@ class Provisioner:
                 c.in_service = st == S.IN_SERVICE
         return out
 
-    def _lock(self, work: list[str]) -> dict[str, Refused]:
-        """Lock what can be; recover the locks of processes of this host that are gone; {server: who holds it}."""
-        from sqlalchemy import insert
-
-        from fleetctl.models import Event
-
+    def lock(self, work: list[str]) -> dict[str, Refused]:
+        """Lock what can be, as ``self.owner``; recover the locks of processes of this host that are gone; {server: who holds it}."""
         purpose = f"provision {self.label}"
         got, busy = try_lock(self.engine, work, purpose=purpose, owner=self.owner)
         self.locked += got
@@ -193,7 +182,7 @@ class Provisioner:
             for n in stale:
                 old = break_lock(self.engine, n)
                 with immediate(self.engine) as c:
-                    c.execute(insert(Event.__table__).values(
+                    c.execute(insert(T.event).values(
                         at=utcnow(), actor=actor(), action="server.unlock", object_kind="server", object_name=n,
                         detail=f"stale lock of {old} (process gone) recovered", reason="provision resumes"))  # fmt: skip
             got, busy2 = try_lock(self.engine, stale, purpose=purpose, owner=self.owner)
@@ -201,15 +190,32 @@ class Provisioner:
             busy = {**{n: w for n, w in busy.items() if n not in stale}, **busy2}
         return busy
 
-    def _open_journal(self, work: list[str]) -> None:
-        args = {"reprovision": self.opt.reprovision, "restart": self.opt.restart, "servers": len(work)}
-        journal = Journal.open(self.engine, kind="provision", target=self.label, args=args, actor=actor(), prefix="provision.")
+    def open_journal(self, work: list[str], *, who: str, workflow: str = "") -> int:
+        """Open the run's job (its owner: ``self.owner``, the locks' holder) and read every server's current pass; its id.
+
+        ``workflow``: the Temporal workflow the run is (the job is then that workflow's, never taken for gone with the
+        worker that opened it).
+        """
+        args: dict[str, Any] = {"reprovision": self.opt.reprovision, "restart": self.opt.restart, "servers": len(work)}
+        if workflow:
+            args |= {"engine": "temporal", "workflow": workflow}
+        journal = Journal.open(self.engine, kind="provision", target=self.label, args=args, actor=who, prefix="provision.")
+        if self.owner and self.owner != owner_id():
+            with immediate(self.engine) as c:
+                stored = c.execute(select(T.job.c.args).where(T.job.c.id == journal.job_id)).scalar_one()
+                c.execute(update(T.job).where(T.job.c.id == journal.job_id).values(args={**(stored or {}), OWNER_ARG: self.owner}))
         self.journal = AsyncJournal(journal)
         self.stats["job"] = journal.job_id
         # Every server's current pass in one query (each server's rows change only under its lock, which we hold).
         self.passes = journal.passes([self.ctx[n].id for n in work])
+        return journal.job_id
 
-    def _read_shared(self, work: list[str]) -> None:
+    def join_journal(self, job: int, who: str) -> None:
+        """Write into a job another process opened (a Temporal worker, into its run's job)."""
+        self.journal = AsyncJournal(Journal(self.engine, job, who, kind="provision", prefix="provision."))
+        self.stats["job"] = job
+
+    def read_shared(self, work: list[str]) -> None:
         """The racks' budgets and who is in them, the switches and their protected ports."""
         with self.engine.connect() as conn:
             _, self.budgets, self.members = power_figures(conn, work)
@@ -222,24 +228,46 @@ class Provisioner:
         known = [self.bmc_targets[n] for n in others if n in self.bmc_targets]
         self.drawing_refs = known + (bmc_targets(refs)[0] if refs else [])
 
-    async def _work(self, work: list[str]) -> None:
-        async with FleetSessions() as fleets:
-            self.fleets = fleets
-            await self._setup_coordinators(work)
-            sem = asyncio.Semaphore(self.opt.concurrency)
+    # --- the dry run ------------------------------------------------------------
 
-            async def one(n: str) -> None:
-                from fleetctl.workflows.provision.plan import plan_server
+    def dry_run(self) -> list[Progress]:
+        """The dry run, in process: the inventory, the preflight, each server's plan read from its BMC; nothing changes.
 
-                async with sem:
-                    await (plan_server(self, n) if self.opt.dry_run else self._server(n))
+        Raises:
+            PreflightError: as the run itself would be refused (every problem collected).
+        """
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.monotonic()
+        self.check()
+        refused = self.refused or {}
+        for n, (result, text) in refused.items():
+            self.update(n, result=result, error=text)
+        work = [n for n in self.names if n not in refused]
+        self.read_shared(work)
 
-            await asyncio.gather(*(one(n) for n in work))
+        async def plan_all() -> None:
+            async with FleetSessions() as fleets:
+                self.fleets = fleets
+                sem = asyncio.Semaphore(self.opt.concurrency)
 
-    async def _setup_coordinators(self, work: list[str]) -> None:
+                async def one(n: str) -> None:
+                    async with sem:
+                        await plan_server(self, n)
+
+                await asyncio.gather(*(one(n) for n in work))
+
+        asyncio.run(plan_all())
+        self.figures(cpu0=cpu0, t0=t0)
+        return [self.progress[n] for n in self.names]
+
+    # --- while the servers are worked (in an event loop) ----------------------------------------
+
+    async def setup_coordinators(self, work: list[str]) -> None:
+        """The rack power ledger (the racks' servers' power states read from their BMCs), the switch batcher, the Ansible
+        batcher expecting ``work``. Call with :attr:`fleets` open."""
         # Who draws power now in the racks concerned: their BMCs say (unknown counts as drawing).
         read_at = time.time()
-        self.power_now = await self._power_states()
+        self.power_now = await self.power_states()
         drawing = [n for ms in self.members.values() for n, _ in ms if self.power_now.get(n) != PowerState.OFF]
         self.power = PowerGate(RackPower(self.engine, budgets=self.budgets, members=self.members, drawing=drawing, read_at=read_at,
                                          stagger_s=self.opt.stagger_s, holder=self.owner or owner_id()))  # fmt: skip
@@ -248,22 +276,17 @@ class Provisioner:
         for n in work:
             self.ansible.expect(n)
 
-    async def _power_states(self) -> dict[str, Any]:
+    async def power_states(self) -> dict[str, Any]:
+        """{server: PowerState} of every server of the racks concerned whose BMC answered."""
+
         async def op(bmc: Any) -> Any:
             return await bmc.power.state()
 
         results = await sweep_async("bmc", self.drawing_refs, op, concurrency=self.opt.concurrency, fleets=self.fleets)
         return {r.target: r.value for r in results if r.ok}
 
-    def _close(self, *, interrupted: bool, cpu0: Any, t0: float) -> None:
-        if self.journal is not None:
-            self.journal.close()  # every queued write in the store first
-            failed = sum(1 for p in self.progress.values() if p.result in NOT_READY)
-            state = JobState.INTERRUPTED if interrupted else (JobState.FAILED if failed else JobState.SUCCEEDED)
-            error = f"{failed} of {len(self.names)} not ready" if failed else ("interrupted" if interrupted else None)
-            self.journal.journal.finish(state, error)
-        if self.locked:
-            release(self.engine, self.locked, owner=self.owner)
+    def figures(self, *, cpu0: Any, t0: float) -> dict[str, Any]:
+        """This process's figures of the run since ``cpu0`` (``resource.getrusage``) and ``t0`` (monotonic), in :attr:`stats`."""
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         kids = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.stats.update(
@@ -275,10 +298,14 @@ class Provisioner:
             ansible_batches=[len(b) for b in self.ansible.batches],
             switch_sessions=self.switches.sessions_opened,
         )
+        return self.stats
 
     # --- one server -------------------------------------------------------------
 
-    async def _server(self, name: str) -> None:
+    async def server(self, name: str) -> None:
+        """One server through the steps, from where its pass stands in the journal (:meth:`resume_point`): ready, or failed
+        with the step and why (its live row says which). A failure never leaves here; a cancellation does (the step's
+        row is then left running: the next run resumes it)."""
         journal = self.journal
         assert journal is not None
         ctx = self.ctx[name]
@@ -286,7 +313,7 @@ class Provisioner:
         cpu0 = time.thread_time()
         self.update(name, started=time.monotonic(), status="starting")
         try:
-            done, interrupted = await self._resume_point(ctx)
+            done, interrupted = await self.resume_point(ctx)
             self.update(name, resumed=[s for s in STEP_NAMES if s in done])
             if "ansible" in done:
                 self.ansible.gone(name)
@@ -301,20 +328,17 @@ class Provisioner:
                 # session already closed) is no failure of the server. It stays where it stopped, for the next run.
                 raise asyncio.CancelledError from e
             if isinstance(e, StepError):
-                await self._failed(name, e.failure)
+                await self.failed(name, e.failure)
             elif isinstance(e, FleetError):
-                await self._failed(name, Failure(p.step, ErrorKind.FLEET, str(e)))
+                await self.failed(name, Failure(p.step, ErrorKind.FLEET, str(e)))
             else:
-                await self._failed(name, Failure(p.step, ErrorKind.INTERNAL, f"{e.__class__.__name__}: {e}"))
+                await self.failed(name, Failure(p.step, ErrorKind.INTERNAL, f"{e.__class__.__name__}: {e}"))
         finally:
             self.ansible.gone(name)
             p.cpu_s = time.thread_time() - cpu0
 
     async def run_step(self, name: str, step: Step, noted: dict[str, Any] | None) -> None:
         """One step on one server: its lifecycle state, its journal row (running, then succeeded or failed) and the step.
-
-        The one place a step is run, whichever engine sequences the steps (this one, or the
-        scale-out engine's activities, :mod:`fleetctl.scaleout`).
 
         Raises:
             StepError: the step failed (its row says why).
@@ -346,14 +370,19 @@ class Provisioner:
         await self.journal.set_target(name, None)
         self.update(name, state=state, step="ready", status="ready", result=Result.READY, finished=time.monotonic())
 
-    async def _failed(self, name: str, failure: Failure) -> None:
+    async def failed(self, name: str, failure: Failure) -> None:
+        """The server failed: its state, ``last_error`` and an audit event, and its live row."""
         assert self.journal is not None
         await self.journal.fail(name, str(failure), reason="provisioning step failed")
         self.update(name, state=S.FAILED.value, status="failed", result=Result.FAILED, failure=failure, error=str(failure),
                  finished=time.monotonic())  # fmt: skip
 
-    async def _resume_point(self, ctx: ServerCtx) -> tuple[set[str], dict[str, Any]]:
-        """(steps done in the current pass, {interrupted step: what it had noted}); begins a pass when needed."""
+    async def resume_point(self, ctx: ServerCtx) -> tuple[set[str], dict[str, Any]]:
+        """(steps done in the current pass, {interrupted step: what it had noted}); begins a pass when needed.
+
+        Read from :attr:`passes` (the journal as read at the start, or as :meth:`reread` read it again) and the
+        server's state: what an earlier run, or a lost attempt of this one, recorded is never done again.
+        """
         assert self.journal is not None
         st = S(ctx.state)
         p = self.passes.get(ctx.id, Pass())
@@ -371,20 +400,26 @@ class Provisioner:
             self.boot_done_at[ctx.name] = boot.finished_at.timestamp()
         return done, p.interrupted()
 
+    async def reread(self, name: str) -> None:
+        """The server's state and current pass read again from the store, and its live row begun anew: before a unit
+        that may follow a lost attempt of itself (Temporal), whose steps moved both since this Provisioner read them."""
+        assert self.journal is not None
+        ctx = self.ctx[name]
+
+        def state() -> str:
+            with self.engine.connect() as conn:
+                return str(conn.execute(select(T.server.c.state).where(T.server.c.id == ctx.id)).scalar_one())
+
+        ctx.state = await asyncio.to_thread(state)
+        self.passes.update(await self.journal.passes([ctx.id]))
+        self.progress[name] = Progress(name, ctx.state)
+        self.boot_done_at.pop(name, None)
+
 
 def _cancelling() -> bool:
     """Whether the current task is being cancelled (its run interrupted), whatever error its clean-up raised since."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
-
-
-def provision(
-    names: list[str], *, options: Options, label: str, on_change: Callable[[], None] | None = None
-) -> tuple[list[Progress], dict[str, Any]]:
-    """Provision the servers; per-server results and the run's figures."""
-    p = Provisioner(names, options=options, label=label, on_change=on_change)
-    results = p.run()
-    return results, p.stats
 
 
 def worst_exit(results: list[Progress]) -> int:

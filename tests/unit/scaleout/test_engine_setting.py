@@ -21,11 +21,13 @@ def test_unset_means_in_process(monkeypatch):  # type: ignore[no-untyped-def]
 
 
 def test_site_queues_are_apart():  # type: ignore[no-untyped-def]
-    from fleetctl.scaleout.queues import CONTROL_QUEUE, STEP_TIMEOUT_S, site_queue
+    from fleetctl.scaleout.queues import CONTROL_QUEUE, site_queue
     from fleetctl.workflows.provision import STEP_NAMES
+    from fleetctl.workflows.provision.described import STEP_BOUND_S, UNIT_TIMEOUT_S
 
     assert site_queue("tyo1") != site_queue("osa1") and CONTROL_QUEUE not in (site_queue("tyo1"), site_queue("osa1"))
-    assert set(STEP_TIMEOUT_S) == set(STEP_NAMES)  # every step has its time limit
+    assert set(STEP_BOUND_S) == set(STEP_NAMES)  # every step has its time limit, and a server's unit all of them
+    assert sum(STEP_BOUND_S.values()) == UNIT_TIMEOUT_S
 
 
 def test_provision_with_temporal_refuses_sqlite(cli, monkeypatch):  # type: ignore[no-untyped-def]
