@@ -32,6 +32,7 @@ GROUPS = {
     "switch": "fleetctl.switch",
     "snmp": "fleetctl.snmp",
     "accel": "fleetctl.accel",
+    "k8s": "fleetctl.k8s",  # Kubernetes cluster clients (fleetctl.interfaces.k8s.ClusterClient)
 }
 
 T = TypeVar("T")
