@@ -135,6 +135,7 @@ NOUNS: dict[str, str] = {
     "finding": "Acknowledge known problems found by the sweep.",
     "burnin": "Burn in accelerator boards (--kind mncore2|gpu): a verdict per board, RMA for failing ones; runs and the report.",
     "db": "The database: location and migrations.",
+    "k8s": "The servers as Kubernetes nodes: Ready, cordon, taints, pods and budgets, accelerators advertised.",
 }
 
 
