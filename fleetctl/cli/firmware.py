@@ -233,7 +233,7 @@ def _check_components(component: list[str], servers: list[Any], want: dict[str, 
     for c in component:
         if baseline_key(have, FirmwareComponent(id=c, name=c, version=None)) is None:
             known = ", ".join(sorted(have, key=str.lower)) or "none (their models have no firmware baseline)"
-            raise InputError(f"--component {c!r} is not in the firmware baseline of these servers' models; it has: {known}",
+            raise InputError(f"{c!r} is not in the firmware baseline of these servers' models; it has: {known}",
                              field="--component")  # fmt: skip
 
 
