@@ -66,6 +66,11 @@ PROVISIONING: dict[str, Any] = {
 }  # fmt: skip
 
 
+# The example site's Kubernetes cluster (docs/kubernetes.md): a reference to a kubeconfig, never a token. Its
+# servers' nodes are learned (named as the servers); `fleetctl lab up` points it at the lab's stand-in.
+CLUSTERS: list[dict[str, Any]] = [{"name": "tyo1-train", "kubeconfig": "/etc/fleetctl/kubeconfig", "context": "tyo1-train-admin"}]
+
+
 def _mac(site: int, rack: int, unit: int, nic: int) -> str:
     return f"02:fc:{site:02x}:{rack:02x}:{unit:02x}:{nic:02x}"
 
@@ -171,7 +176,7 @@ def example() -> dict[str, Any]:
         "bios_profiles": BIOS_PROFILES,
         "models": MODELS,
         "sites": [{"name": site, "description": "Tokyo 1, hall B: MN-Core and GPU training racks",
-                   "provisioning": PROVISIONING, "racks": racks, "cabling": cabling}],
+                   "provisioning": PROVISIONING, "clusters": CLUSTERS, "racks": racks, "cabling": cabling}],
     }  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from fleetctl_lab.k8s.objects import NodeSeed
 from fleetctl_lab.k8s.server import K8sLabConfig, K8sLabHandle, serve_k8s
+from tests_helpers_bmc import lab_up  # (path set in conftest)
 
 # The inventory: four GPU servers of 8 boards; one more not in any node of the cluster.
 SERVERS = ("gpu-ok", "gpu-cordoned", "gpu-short", "gpu-down", "gpu-absent")
@@ -170,3 +171,22 @@ def test_bad_input_is_one_line_exit_2(cli: Any, fleet: Path, k8s: K8sLabHandle, 
     if case == "no-answer":
         assert "does not answer" in err
     assert k8s.counters() == before  # nothing evicted, nothing changed
+
+
+def test_a_new_users_lab_lab_k8s_and_status(cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fleetctl lab up` + `fleetctl lab k8s up` + `fleetctl k8s status`: the lab's site file declares its cluster."""
+    monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
+    r = lab_up(cli, monkeypatch, "--generate", "2")
+    assert r.code == 0, r.err
+    try:
+        assert cli("lab", "k8s", "up").code == 0
+        try:
+            st = cli("k8s", "status", "all", "-o", "json")
+            assert st.code == 0, st.err
+            rows = json.loads(st.out)
+            assert len(rows) == 2 and all(x["ready"] == "True" and x["node"] == x["server"] for x in rows), rows
+            assert {x["cluster"] for x in rows} == {"lab"}
+        finally:
+            assert cli("lab", "k8s", "down").code == 0
+    finally:
+        assert cli("lab", "down").code == 0
