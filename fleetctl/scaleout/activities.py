@@ -1,8 +1,7 @@
 """What the scale-out engine's activities share: heartbeating, the store check, a job owned by its workflow.
 
 The activities themselves are the described workflows' (:mod:`.run_act`:
-provisioning, burn-in, the sweep's reading) and the firmware campaign's
-(:mod:`.firmware_act`).
+provisioning, burn-in, the sweep's reading, the firmware campaign).
 """
 
 from __future__ import annotations
