@@ -112,7 +112,8 @@ def _print_findings(findings: list[dict[str, Any]], output: Format, *, limit: in
 def run(
     targets: Annotated[list[str] | None, typer.Argument(help="Servers, switches, racks, sites, selectors, or all (the default).")] = None,
     level: Annotated[
-        str, typer.Option("--level", help="bmc: BMCs and switches; host: also the accelerators as each running OS sees them (SSH).")
+        str, typer.Option("--level", help="bmc: BMCs and switches; host: also the accelerators as each running OS sees them (SSH); "
+                                   "k8s: also each server's node as its cluster sees it (docs/kubernetes.md).")
     ] = "bmc",
     textfile: Annotated[
         Path | None, typer.Option("--textfile", help="Also write fleetctl.prom here for node_exporter's textfile collector.")
@@ -149,8 +150,8 @@ def run(
     from fleetctl.sweep.engine import run as run_sweep
     from fleetctl.sweep.workflow import local_collector
 
-    if level not in ("bmc", "host"):
-        raise InputError(f"--level {level!r}: use bmc or host", field="--level")
+    if level not in ("bmc", "host", "k8s"):
+        raise InputError(f"--level {level!r}: use bmc, host or k8s", field="--level")
     if textfile is not None:
         _check_textfile_dir(textfile)
     selector = targets or ["all"]
@@ -358,5 +359,5 @@ def checks_(output: OutputOpt = Format.table) -> None:
     from fleetctl.cli.output import emit
     from fleetctl.sweep.registry import checks
 
-    emit([c.metadata() for c in checks(level="host")], output,
+    emit([c.metadata() for c in checks(level="all")], output,
          columns=["kind", "name", "severity", "level", "reads", "cost", "description"])  # fmt: skip

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetctl.errors import InputError, NotFound
+from fleetctl.errors import FleetError, InputError, NotFound
 from fleetctl.interfaces.k8s import RESOURCE_OF_KIND, ClusterClient, ClusterRef, Node, Pod, open_cluster, with_budgets
 from fleetctl.k8s.nodes import NodeRef
 
@@ -45,6 +45,7 @@ class NodeStatus:
     learned: str | None = None  # how its node was found: declared, server name, host name
     pods: list[Pod] = field(default_factory=list)
     accelerators: list[Accelerators] = field(default_factory=list)
+    error: str | None = None  # the sweep's read: why its node or cluster could not be read (one line)
 
     def row(self) -> dict[str, Any]:
         """The machine-readable row (``-o json``): no secret, the cluster by name and reference."""
@@ -114,12 +115,39 @@ def statuses(refs: Iterable[NodeRef], *, pods: bool = True, opener: Opener | Non
     return [found[r.server] for r in in_cluster]
 
 
-def _cluster_statuses(client: ClusterClient, members: list[NodeRef], *, pods: bool) -> dict[str, NodeStatus]:
+def read_nodes(refs: Iterable[NodeRef], *, opener: Opener | None = None) -> dict[str, NodeStatus]:
+    """For the sweep (``--level k8s``): each server in a cluster and its node, without pods.
+
+    Failures are data, as every sweep reading: a cluster that cannot be opened or
+    does not answer, or a declared node it lacks, is that server's ``error``;
+    the other clusters and servers are read all the same.
+    """
+    by_cluster: dict[ClusterRef, list[NodeRef]] = {}
+    for r in refs:
+        if r.cluster is not None:
+            by_cluster.setdefault(r.cluster, []).append(r)
+    out: dict[str, NodeStatus] = {}
+    for cluster, members in by_cluster.items():
+        try:
+            with (opener or open_cluster)(cluster) as client:
+                out.update(_cluster_statuses(client, members, pods=False, strict=False))
+        except FleetError as e:
+            out.update({r.server: NodeStatus(r, None, error=str(e)) for r in members})
+    return out
+
+
+def _cluster_statuses(client: ClusterClient, members: list[NodeRef], *, pods: bool, strict: bool = True) -> dict[str, NodeStatus]:
     many = len(members) > FEW
     listed = {n.name: n for n in client.nodes()} if many else None
     out: dict[str, NodeStatus] = {}
     for r in members:
-        node, how = find_node(client, r, listed)
+        try:
+            node, how = find_node(client, r, listed)
+        except NotFound as e:
+            if strict:
+                raise
+            out[r.server] = NodeStatus(r, None, error=str(e))
+            continue
         out[r.server] = NodeStatus(r, node, how, accelerators=accelerators(r, node))
     if not pods:
         return out

@@ -36,6 +36,7 @@ class ServerReading:
     session_error_type: str | None = None  # Timeout, AuthError, TLSMismatch, BMCError, ...
     elapsed: float = 0.0
     host: Any = None  # HostReading, with --level host for a server whose OS should answer
+    k8s: Any = None  # fleetctl.k8s.status.NodeStatus, with --level k8s for a server in a cluster
 
 
 @dataclass

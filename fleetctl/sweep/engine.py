@@ -389,6 +389,16 @@ async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches
                 refs = resolve_hosts(c, up)
             hosts = await read_hosts(refs, timeout=opts.request_timeout * 2)
 
+    # --level k8s: each server's node, from its cluster (one client per cluster; lightkube is synchronous: a thread).
+    nodes: dict[str, Any] = {}
+    if opts.level == "k8s":
+        from fleetctl.k8s.nodes import node_refs
+        from fleetctl.k8s.status import read_nodes
+
+        with engine.connect() as c:
+            node_targets = node_refs(c, [s.name for s in servers])
+        nodes = await asyncio.to_thread(read_nodes, node_targets)
+
     def tick(name: str, status: Status) -> None:
         nonlocal done
         done += 1
@@ -398,6 +408,7 @@ async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches
     def server_verdict(name: str, reading: ServerReading, error: str | None) -> None:
         e = sexp[name]
         reading.host = hosts.get(name)
+        reading.k8s = nodes.get(name)
         found = server_checks.explained(_evaluate("server", name, reading, e, opts.level))
         status = worst(f.status for f in found)
         cursor = {"log_cursor": reading.log_cursor} if reading.log_cursor else server_cursors.get(name)

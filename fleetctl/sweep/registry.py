@@ -18,7 +18,16 @@ from fleetctl.sweep.model import CheckSpec, Problem, Status
 _CHECKS: dict[str, CheckSpec] = {}
 _loaded = False
 
-BUILTIN_MODULES = ("fleetctl.sweep.server_checks", "fleetctl.sweep.switch_checks", "fleetctl.sweep.host_checks")
+BUILTIN_MODULES = (
+    "fleetctl.sweep.server_checks", "fleetctl.sweep.switch_checks", "fleetctl.sweep.host_checks", "fleetctl.sweep.k8s_checks",
+)  # fmt: skip
+#: The checks each ``--level`` runs: bmc's alone, host's (SSH to the OS) or k8s's (the nodes, from their clusters) added.
+LEVELS: dict[str, frozenset[str]] = {
+    "bmc": frozenset({"bmc"}),
+    "host": frozenset({"bmc", "host"}),
+    "k8s": frozenset({"bmc", "k8s"}),
+    "all": frozenset({"bmc", "host", "k8s"}),  # `fleetctl sweep checks` lists every one
+}
 
 
 def check(
@@ -57,5 +66,5 @@ def _load() -> None:
 def checks(kind: str | None = None, level: str = "bmc") -> list[CheckSpec]:
     """The registered checks for a target kind, up to a level (``host`` includes ``bmc``)."""
     _load()
-    levels = {"bmc"} if level == "bmc" else {"bmc", "host"}
+    levels = LEVELS.get(level, LEVELS["host"])
     return [c for c in _CHECKS.values() if (kind is None or c.kind == kind) and c.level in levels]

@@ -190,3 +190,28 @@ def test_a_new_users_lab_lab_k8s_and_status(cli: Any, tmp_path: Path, monkeypatc
             assert cli("lab", "k8s", "down").code == 0
     finally:
         assert cli("lab", "down").code == 0
+
+
+def test_sweep_at_the_k8s_level_finds_a_node_advertising_fewer(cli: Any, fleet: Path, k8s: K8sLabHandle) -> None:
+    r = cli("sweep", "run", "r1", "--level", "k8s", "--output", "json")
+    assert r.code == 5, r.err  # a new critical finding
+    found = [f for f in json.loads(r.out)["new"] if f["check"] == "k8s.accelerators"]
+    assert [(f["target"], f["status"], f["subject"]) for f in found] == [("gpu-short", "critical", "gpu")], found
+    assert "advertises 6 nvidia.com/gpu of the 8 gpu boards the inventory holds" in found[0]["message"]
+    # at the bmc level the check does not run
+    bmc = cli("sweep", "run", "r1", "--output", "json")
+    assert not [f for f in json.loads(bmc.out)["new"] if f["check"] == "k8s.accelerators"]
+
+
+def test_sweep_of_a_cluster_that_does_not_answer_is_unknown_not_the_end(cli: Any, fleet: Path, k8s: K8sLabHandle, tmp_path: Path) -> None:
+    cfg = json.loads(k8s.kubeconfig.read_text())
+    cfg["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"
+    dead = tmp_path / "dead-kubeconfig"
+    dead.write_text(json.dumps(cfg))
+    fleet.write_text(site(dead))
+    assert cli("inventory", "import", str(fleet)).code == 0
+    r = cli("sweep", "run", "r1", "--level", "k8s", "--output", "json")
+    assert r.code == 4, r.err  # a new unknown: the targets are still judged, the sweep is stored
+    found = [f for f in json.loads(r.out)["new"] if f["check"] == "k8s.accelerators"]
+    assert sorted(f["target"] for f in found) == sorted(SERVERS) and {f["status"] for f in found} == {"unknown"}
+    assert "does not answer" in found[0]["message"]
