@@ -25,6 +25,7 @@ from typing import Any
 from fleetctl.config import data_dir
 from fleetctl.inventory.render import to_document
 from fleetctl.inventory.schema import SiteFile
+from fleetctl.term import use_color
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,8 +37,6 @@ def _fleetctl() -> list[str]:
 
 def _styled(text: str, sgr: str = "1") -> str:
     """``text`` in bold (or the SGR given) on a terminal; plain into a file or a pipe, or under NO_COLOR (`make demo > log`)."""
-    from fleetctl.cli.output import use_color
-
     return f"\033[{sgr}m{text}\033[0m" if use_color(sys.stdout) else text
 
 

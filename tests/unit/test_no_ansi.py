@@ -85,7 +85,7 @@ def test_the_demos_headings_are_plain_into_a_file(capsys: pytest.CaptureFixture[
 
 
 def test_use_color_reads_the_stream_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fleetctl.cli.output import use_color
+    from fleetctl.term import use_color
 
     class Tty:
         def isatty(self) -> bool:
