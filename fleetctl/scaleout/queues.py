@@ -25,7 +25,7 @@ STEP_ATTEMPTS = 6
 
 
 def site_queue(site: str) -> str:
-    """The task queue of a site: its servers' child workflows and every activity that reaches its devices."""
+    """The task queue of a site: every unit and check that reaches its devices (and a unit's own child workflow)."""
     return f"fleetctl-site-{site}"
 
 

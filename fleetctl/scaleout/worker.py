@@ -1,7 +1,8 @@
 """`fleetctl worker --site SITE`: a Temporal worker for one site.
 
-It polls two task queues: its site's (the servers' child workflows and every
-activity that reaches the site's BMCs, switches and hosts) and the control
+It polls two task queues: its site's (every described workflow's units and
+checks that reach the site's BMCs, switches and hosts, and the child workflows
+of units that have an id of their own) and the control
 queue (the parent workflows and the activities that touch only the store).
 Several workers per site share the site's queue; a site's work never runs on
 another site's worker.

@@ -262,3 +262,33 @@ def test_the_checks_refuse_as_the_preflight_does_with_every_sites_problems_as_va
     e = PROVISION.refusal(problems + problems)  # the same problem from two sites is one, naming its servers once each
     assert isinstance(e, PreflightError) and e.exit_code == 2 and str(e).startswith("provision refused: ")
     assert len(e.problems) == len(problems)
+
+
+@sqlite_only
+def test_the_temporal_live_view_reads_a_running_servers_step_from_its_running_job(example_loaded, cli):  # type: ignore[no-untyped-def]
+    """On Temporal the parent's status knows only that a server's unit runs: its step comes from the store, from the
+    running provisioning job (an older interrupted job's row left running is not the current step)."""
+    from sqlalchemy import text
+
+    from fleetctl.cli.provision import _remote_rows
+    from fleetctl.store import get_engine
+    from fleetctl.workflows.journal import JobState, Journal
+
+    engine = get_engine()
+    with engine.connect() as c:
+        ids = dict(c.execute(text("SELECT name, id FROM server WHERE name IN (:a, :b)"), {"a": A, "b": B}).all())
+    old = Journal.open(engine, kind="provision", target="t", args={}, actor="tester@ci", prefix="provision.")
+    old.start_step(ids[A], "ansible")  # left running by an interrupted run
+    old.start_step(ids[B], "os")
+    old.finish(JobState.INTERRUPTED, "interrupted")
+    now = Journal.open(engine, kind="provision", target="t", args={}, actor="tester@ci", prefix="provision.")
+    now.begin_pass(ids[A], {})
+    now.start_step(ids[A], "bmc")
+    units = [{"key": A, "stage": "running", "out": None, "lost": None}, {"key": B, "stage": "running", "out": None, "lost": None},
+             {"key": C, "stage": "done", "out": {"server": C, "result": "ready", "state": "ready", "step": "ready", "elapsed": 3.0},
+              "lost": None}]  # fmt: skip
+    rows = _remote_rows(units, {})
+    assert rows[A]["step"] == "bmc" and rows[A]["status"] == "running"
+    # B's unit has just started: no row in this run's job yet, and the interrupted run's is not its step.
+    assert rows[B]["status"] == "running" and rows[B]["step"] == ""
+    assert rows[C]["result"] == "ready" and rows[C]["elapsed"] == 3.0
