@@ -2,7 +2,7 @@
 
 A cluster is a device-like peer, as a BMC or a switch is: a driver registered
 in the ``fleetctl.k8s`` entry-point group (the bundled one is ``lightkube``,
-in the drivers distribution) opens a :class:`ClusterClient` from a
+in the drivers distribution; ``fleetctl.k8s.status.open_cluster`` loads it) opens a :class:`ClusterClient` from a
 :class:`ClusterRef` and fills the typed models here; the CLI and the sweep
 read them and never see the API's JSON. docs/kubernetes.md has the rules.
 
@@ -25,7 +25,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetctl.errors import DriverError, FleetError
+from fleetctl.errors import DriverError
 
 #: The extended resource each board kind's device plugin advertises (vendor facts, kept as data).
 #: NOTE: nvidia.com/gpu is NVIDIA's k8s-device-plugin, amd.com/gpu ROCm's k8s-device-plugin (both public
@@ -213,13 +213,3 @@ def with_budgets(pods: Sequence[Pod], budgets: Sequence[Budget]) -> list[Pod]:
     out.sort(key=lambda p: (-p.priority, p.namespace, p.name))
     return out
 
-
-def open_cluster(ref: ClusterRef, **kwargs: Any) -> ClusterClient:
-    """The cluster opened by the driver its reference names (``fleetctl.k8s`` entry points)."""
-    from fleetctl.plugins import load_driver
-
-    cls = load_driver("k8s", ref.driver)
-    if not (isinstance(cls, type) and issubclass(cls, ClusterClient)):
-        raise FleetError(f"k8s driver {ref.driver!r} is not a ClusterClient", exit_code=2)
-    client: ClusterClient = cls.open(ref, **kwargs)
-    return client

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetctl.errors import FleetError, InputError, NotFound
-from fleetctl.interfaces.k8s import RESOURCE_OF_KIND, ClusterClient, ClusterRef, Node, Pod, open_cluster, with_budgets
+from fleetctl.interfaces.k8s import RESOURCE_OF_KIND, ClusterClient, ClusterRef, Node, Pod, with_budgets
 from fleetctl.k8s.nodes import NodeRef
 
 #: Up to this many nodes of one cluster, each is read by name and its pods by a field selector; more, one listing each.
@@ -68,6 +68,17 @@ class NodeStatus:
                 for p in self.pods
             ],  # fmt: skip
         }
+
+
+def open_cluster(ref: ClusterRef) -> ClusterClient:
+    """The cluster opened by the driver its reference names (``fleetctl.k8s`` entry points)."""
+    from fleetctl.plugins import load_driver
+
+    cls = load_driver("k8s", ref.driver)
+    if not (isinstance(cls, type) and issubclass(cls, ClusterClient)):
+        raise FleetError(f"k8s driver {ref.driver!r} is not a ClusterClient", exit_code=2)
+    client: ClusterClient = cls.open(ref)
+    return client
 
 
 def accelerators(ref: NodeRef, node: Node | None) -> list[Accelerators]:

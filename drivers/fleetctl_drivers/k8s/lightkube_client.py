@@ -167,7 +167,7 @@ def _status_error(ref: ClusterRef, code: int | None, reason: str | None, message
 def _node(o: Any) -> Node:
     spec, status, meta = o.spec, o.status, o.metadata
     conditions = tuple(
-        Condition(type=c.type, status=_READY.get(c.status, "Unknown"), reason=c.reason, message=c.message)  # type: ignore[arg-type]
+        Condition(type=c.type, status=_READY.get(c.status, "Unknown"), reason=c.reason, message=c.message)
         for c in (status.conditions if status and status.conditions else [])
     )
     ready = next((c for c in conditions if c.type == "Ready"), None)
