@@ -29,7 +29,7 @@ def command(
     ] = False,
     accept_drift: Annotated[bool, typer.Option("--accept-drift", help="Take the BMC's view where it differs from the inventory.")] = False,
     stagger: Annotated[float, typer.Option(help="Seconds between two power-ons in a rack.")] = 2.0,
-    concurrency: Annotated[int, typer.Option(help="Servers worked on at once.")] = 64,
+    concurrency: Annotated[int, typer.Option(help="Servers worked on at once (in process; on Temporal each worker's --activities).")] = 64,
     ansible_window: Annotated[float, typer.Option(help="Seconds a batch waits for more servers before Ansible starts.")] = 10.0,
     poll: Annotated[float, typer.Option(help="Seconds between two polls of a BMC or an installing host.")] = 2.0,
     switch_sessions: Annotated[int, typer.Option(help="SSH sessions to one switch at once (port changes side by side).")] = 8,

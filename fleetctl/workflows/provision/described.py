@@ -274,8 +274,11 @@ class ProvisionWorkflow(Description[ProvisionRequest, ProvisionRun, ServerWork, 
         rows = [ServerDone.of(p.progress[n]) for n in request.names if n in p.progress and n not in work]
         run = ProvisionRun(job, request.label, request.actor, request.options, started)
         units = [Unit(n, p.ctx[n].site, ServerWork(n, p.ctx[n].id, p.ctx[n].site, p.ctx[n].in_service), UNIT_TIMEOUT_S) for n in work]
-        return Opened(run, units, ProvisionKept(list(request.names), list(p.locked), rows), concurrency=request.options.concurrency,
-                      job=job, attempts=ATTEMPTS)  # fmt: skip
+        # In process ``--concurrency`` bounds the servers worked at once; on Temporal every unit is started, and each
+        # worker bounds what it runs by its own activity slots (`fleetctl worker --activities`), as before.
+        concurrency = request.options.concurrency if ctx.engine == "process" else max(1, len(units))
+        return Opened(run, units, ProvisionKept(list(request.names), list(p.locked), rows), concurrency=concurrency, job=job,
+                      attempts=ATTEMPTS)  # fmt: skip
 
     # --- the servers -------------------------------------------------------------------------
 

@@ -188,6 +188,7 @@ def test_a_unit_lost_mid_step_runs_again_in_a_new_session_and_resumes_from_the_j
     ctx = _temporal_ctx()
     opened = PROVISION.open(ctx, req)
     assert [u.key for u in opened.units] == [A, B] and {u.site for u in opened.units} == {"tyo1"}
+    assert opened.concurrency == 2  # on Temporal every server's unit is started: each worker bounds what it runs
     # What travels (the run, a unit, kept): plain values, and no store URL.
     run = typed(ProvisionRun, plain(opened.run, ProvisionRun))
     kept = typed(ProvisionKept, plain(opened.kept, ProvisionKept))
