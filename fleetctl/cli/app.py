@@ -7,6 +7,7 @@ Only typer is imported at start-up; each command imports what it needs, so
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import sys
@@ -17,6 +18,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from fleetctl.cli import state as cli_state
+from fleetctl.cli.common import non_empty
 
 # The engines' liveness checks (fleetctl.holders): any command may judge a lock a Temporal run holds, and this costs
 # no SDK import (the check imports it when first asked).
@@ -105,7 +107,9 @@ app = typer.Typer(
 def root(
     debug: Annotated[bool, typer.Option("--debug", help="Show a traceback on errors.")] = False,
     database: Annotated[
-        str | None, typer.Option("--db", help="Database path or URL (default: $FLEETCTL_DB or the user data folder).")
+        str | None,
+        # An empty --db is refused, not read as "no --db" (which fell back to $FLEETCTL_DB: another fleet).
+        typer.Option("--db", help="Database path or URL (default: $FLEETCTL_DB or the user data folder).", callback=non_empty),
     ] = None,
 ) -> None:
     cli_state.debug = debug
@@ -194,6 +198,10 @@ def _build(name: str) -> Command | None:
     return typer.main.get_group(holder).commands[name]
 
 
+# errno values of a write the system refused (disk or quota full, read-only, file too large, I/O error).
+_WRITE_FAILURES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO})
+
+
 def _fail(message: str, code: int) -> None:
     from fleetctl.cli.output import console
 
@@ -263,6 +271,11 @@ def main() -> None:
             where = f"--{loc[0].replace('_', '-')}" if len(loc) == 1 else ".".join(loc)
             msg = str(first["msg"]).removeprefix("Value error, ")
             _fail(escape(f"{where}: {msg}" if where else msg), 2)
+        if isinstance(e, OSError) and e.errno in _WRITE_FAILURES:
+            # A file a command writes (a report, a backup) that the system refused part-way: the destination passed
+            # its checks (cli/common.py output_file) and the disk filled or went read-only. Not a bug of ours.
+            where = f"{e.filename}: " if e.filename else ""
+            _fail(escape(f"{where}cannot write: {e.strerror or e}"), 2)
         if type(e).__module__.startswith("sqlalchemy"):
             # The database itself failed (locked, gone, refused): not a bug of ours.
             from fleetctl.errors import EXIT_STORE

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, free_text
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, free_text, non_empty, whole
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -14,10 +14,10 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command("list")
 def list_(
-    server: Annotated[str | None, typer.Option(help="Only boards in this server.")] = None,
-    rack: Annotated[str | None, typer.Option(help="Only boards in this rack.")] = None,
-    kind: Annotated[str | None, typer.Option(help="mncore2, mncore or gpu.")] = None,
-    state: Annotated[str | None, typer.Option(help="ok, suspect, failed, rma, unknown.")] = None,
+    server: Annotated[str | None, typer.Option(help="Only boards in this server.", callback=non_empty)] = None,
+    rack: Annotated[str | None, typer.Option(help="Only boards in this rack.", callback=non_empty)] = None,
+    kind: Annotated[str | None, typer.Option(help="mncore2, mncore or gpu.", callback=non_empty)] = None,
+    state: Annotated[str | None, typer.Option(help="ok, suspect, failed, rma, unknown.", callback=non_empty)] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """List accelerator boards."""
@@ -46,7 +46,7 @@ def show(serial: str, output: OutputOpt = Format.table) -> None:
 def add(
     serial: str,
     server: Annotated[str, typer.Option(help="The server that holds it.")],
-    slot: Annotated[int, typer.Option(help="Slot number in the server.", min=0, max=63)],
+    slot: Annotated[int, typer.Option(help="Slot number in the server.", parser=whole(0, 63))],
     kind: Annotated[str | None, typer.Option(help="mncore2, mncore or gpu (default: the model's).")] = None,
     pci: Annotated[str | None, typer.Option(help="PCI address, like 0000:1b:00.0.")] = None,
     model: Annotated[str | None, typer.Option(help="Board model name.")] = None,
@@ -97,7 +97,7 @@ def _board_site(serial: str) -> tuple[str, str]:
 def set_(
     serial: str,
     server: Annotated[str | None, typer.Option(help="Move it to this server (same site).")] = None,
-    slot: Annotated[int | None, typer.Option(help="Slot number.", min=0, max=63)] = None,
+    slot: Annotated[int | None, typer.Option(help="Slot number.", parser=whole(0, 63))] = None,
     pci: Annotated[str | None, typer.Option(help="PCI address.")] = None,
     model: Annotated[str | None, typer.Option(help="Board model name.")] = None,
     state: Annotated[str | None, typer.Option(help="ok, suspect, failed, rma (along the board transition table).")] = None,

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from fleetctl.cli.common import OutputOpt, finite
+from fleetctl.cli.common import OutputOpt, non_empty, output_file, seconds, whole
 from fleetctl.cli.output import Format
 
 
@@ -29,6 +29,7 @@ class _RunByDefault(TyperGroup):
 
 
 app = typer.Typer(cls=_RunByDefault, no_args_is_help=False)
+WEEK_S = 7 * 86400  # the longest --duration or --grace: an extended level is hours; 1e12 s was taken as 31,700 years
 
 STYLE = {"pass": "green", "degraded": "yellow", "fail": "bold red", "error": "magenta", "running": "cyan", "waiting": "dim"}
 
@@ -49,18 +50,21 @@ def run(
         str, typer.Option(help="quick, standard or extended (each kind's lengths: its driver's criteria, or --criteria).")
     ] = "standard",
     duration: Annotated[
-        float | None, typer.Option(help="Seconds of workload, instead of the level's.", callback=finite(0, above=True))
+        float | None,
+        typer.Option(help="Seconds of workload, instead of the level's (at most a week).", callback=seconds(0, WEEK_S, above=True)),
     ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Also servers in service (named), and boards another program holds.")
     ] = False,
     restart: Annotated[bool, typer.Option("--restart", help="Start afresh instead of resuming an interrupted run.")] = False,
     concurrency: Annotated[
-        int, typer.Option(help="Servers burned in at once (each holds one SSH connection while its workload runs).", min=1)
+        int, typer.Option(help="Servers burned in at once (each holds one SSH connection while its workload runs).", parser=whole(1))
     ] = 250,
     grace: Annotated[
         float | None,
-        typer.Option(help="Seconds past the workload's length before it counts as hung (default: 25%, >= 30 s).", callback=finite(0)),
+        typer.Option(
+            help="Seconds past the workload's length before it counts as hung (default: 25%, >= 30 s).", callback=seconds(0, WEEK_S)
+        ),
     ] = None,
     criteria_file: Annotated[
         Path | None, typer.Option("--criteria", help="Criteria and levels laid over the drivers' defaults (see criteria.yaml).")
@@ -269,7 +273,7 @@ def _report(p: Any, result: Any, output: Format) -> None:
 
 @app.command("list")
 def list_(
-    limit: Annotated[int, typer.Option(help="Most recent runs shown.", min=1)] = 20,
+    limit: Annotated[int, typer.Option(help="Most recent runs shown.", parser=whole(1))] = 20,
     output: OutputOpt = Format.table,
 ) -> None:
     """Burn-in runs, newest first, with their boards by verdict."""
@@ -288,8 +292,10 @@ def list_(
 
 @app.command("show")
 def show(
-    run_id: Annotated[int | None, typer.Argument(metavar="[RUN]", help="A run id (default: the latest).")] = None,
-    board: Annotated[str | None, typer.Option(help="Only this board (serial), with every reason and its telemetry.")] = None,
+    run_id: Annotated[int | None, typer.Argument(metavar="[RUN]", help="A run id (default: the latest).", parser=whole(1))] = None,
+    board: Annotated[
+        str | None, typer.Option(help="Only this board (serial), with every reason and its telemetry.", callback=non_empty)
+    ] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """The verdict of each board of a run, with why."""
@@ -315,8 +321,10 @@ def show(
 
 @app.command("report")
 def report(
-    html: Annotated[Path | None, typer.Option("--html", help="Write the page here (default: burnin-report.html).")] = None,
-    run_id: Annotated[int | None, typer.Option("--run", help="The run (default: the latest).")] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the page here (default: burnin-report.html).", parser=output_file)
+    ] = None,
+    run_id: Annotated[int | None, typer.Option("--run", help="The run (default: the latest).", parser=whole(1))] = None,
 ) -> None:
     """One self-contained HTML page: per board its verdict, history and telemetry plots."""
     from fleetctl.burnin.report import render

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import os
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -42,6 +46,189 @@ def finite(low: float, *, above: bool = False) -> Callable[[float | None], float
         return value
 
     return check
+
+
+# ---------------------------------------------------------------- input rules
+#
+# Every value a command reads from its command line goes through one of these,
+# so a value that makes no sense is exit 2 and one line where it enters
+# (docs/cli.md, "Input rules"), never an OverflowError or a ValueError deep in
+# a query (exit 3), and never read as something else (an empty --board as every
+# board, Arabic-Indic digits as a number).
+
+ID_MAX = 2**63 - 1  # ids and counts go into SQLite INTEGER / PostgreSQL bigint columns: signed 64-bit
+_WHOLE = re.compile(r"-?[0-9]+", re.ASCII)  # ASCII only: int() also reads Arabic-Indic and other Unicode digits
+_WHOLE_MAX_LEN = 20  # digits: more than any 64-bit value has
+# Dates are kept where a shift to any time zone (at most 26 h) and a duration of DURATION_MAX_DAYS cannot leave datetime's
+# years 1..9999 (report --since 0001-01-01 under TZ=Asia/Tokyo was an OverflowError).
+DATE_MIN = dt.date(1970, 1, 1)
+DATE_MAX = dt.date(9000, 12, 31)
+DURATION_MAX_DAYS = 36500  # a century, as `sweep --retention`
+_DURATION = re.compile(r"([0-9]+)\s*([smhdw])", re.ASCII)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# Pseudo file systems: a report or a backup written there replaces a device node (as root, `db backup /dev/full
+# --force` did) or fails half-way; never a destination.
+_NOT_FILES = ("/proc", "/sys", "/dev")
+
+
+def _bad(message: str) -> typer.BadParameter:
+    return typer.BadParameter(message)
+
+
+def whole(low: int | None = 0, high: int = ID_MAX) -> Callable[[Any], int]:
+    """A typer ``parser`` for a whole number: ASCII digits (a leading ``-`` when ``low`` allows), low <= n <= high.
+
+    ``high`` defaults to the 64-bit column range: a larger id or limit is
+    refused here instead of overflowing the database driver.
+    """
+
+    def parse(value: Any) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):  # a default
+            n = value
+        else:
+            text = str(value)
+            if not _WHOLE.fullmatch(text):
+                raise _bad(f"{text!r} is not a whole number (digits 0-9)")
+            # More digits than any 64-bit value: refused before int() reads them (it reads at most 4,300).
+            n = int(text) if len(text.lstrip("-")) <= _WHOLE_MAX_LEN else (-1 if text.startswith("-") else 1) * 10**_WHOLE_MAX_LEN
+        if low is not None and n < low:
+            raise _bad(f"{_shown(value)}: must be greater than or equal to {low}")
+        if n > high:
+            raise _bad(f"{_shown(value)}: must be less than or equal to {high}")
+        return n
+
+    return parse
+
+
+def _shown(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:21]}..."
+
+
+def id_text(value: str | None) -> str | None:
+    """A typer callback for an argument that is an id or a name: an id (all digits) must be ASCII and fit 64 bits; never empty."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise _bad("must not be empty")
+    if any(ch.isdigit() or ch.isnumeric() for ch in value) and all(ch.isdigit() or ch.isnumeric() for ch in value):
+        whole(1)(value)
+    return value
+
+
+def run_ref(value: str | None) -> str | None:
+    """A typer callback for a run: an id, ``latest`` or ``latest~N`` (ASCII digits, in range); never empty."""
+    if value is None:
+        return None
+    head, sep, back = value.partition("~")
+    if head == "latest":
+        if sep:
+            whole(0)(back)
+        return value
+    if sep or not _WHOLE.fullmatch(value):
+        raise _bad(f"{value!r}: give a run id, latest, or latest~N")
+    whole(1)(value)
+    return value
+
+
+def non_empty(value: Any) -> Any:
+    """A typer callback for a name or a filter: an empty (or blank) one is refused, never read as "any" or as the default."""
+    for v in value if isinstance(value, list | tuple) else [value]:
+        if v is not None and not str(v).strip():
+            raise _bad("must not be empty")
+    return value
+
+
+def seconds(low: float, high: float, *, above: bool = False) -> Callable[[float | None], float | None]:
+    """A typer callback for seconds: finite, ``low`` < (or <=) value <= ``high`` (`burnin --duration 1e12` was taken)."""
+    first = finite(low, above=above)
+
+    def check(value: float | None) -> float | None:
+        first(value)
+        if value is not None and value > high:
+            raise _bad(f"{value:g} is more than {high:g} seconds")
+        return value
+
+    return check
+
+
+def check_date(text: str) -> dt.date:
+    """``2026-12-24``: a date in DATE_MIN..DATE_MAX (so no time zone can push it out of datetime's range)."""
+    try:
+        day = dt.date.fromisoformat(text.strip()[:10])
+    except ValueError:
+        raise _bad(f"{text!r} is not a date (2026-12-24)") from None
+    if not DATE_MIN <= day <= DATE_MAX:
+        raise _bad(f"{text!r} is out of range ({DATE_MIN} to {DATE_MAX})")
+    return day
+
+
+def when(units: str, words: tuple[str, ...] = (), times: bool = False) -> Callable[[str | None], str | None]:
+    """A typer callback for a point in time given as text: a date, (``times``) a date and time, one of ``words``,
+    or a duration ``7d`` in ``units`` of at most DURATION_MAX_DAYS. Returns the text unchanged (the command
+    reads it), once it is known that reading it cannot overflow; an empty one is refused, never "none".
+    """
+
+    def check(value: str | None) -> str | None:
+        if value is None:
+            return None
+        t = value.strip().lower()
+        if not t:
+            raise _bad("must not be empty")
+        if t in words:
+            return value
+        if m := _DURATION.fullmatch(t):
+            if m.group(2) not in units:
+                raise _bad(f"{value!r}: a duration's unit is one of {', '.join(units)}")
+            count = m.group(1)
+            if len(count) > 12 or int(count) * _UNIT_S[m.group(2)] > DURATION_MAX_DAYS * 86400:
+                raise _bad(f"{value!r} is longer than {DURATION_MAX_DAYS} days")
+            return value
+        if not t.isascii():
+            raise _bad(f"{value!r}: give a date (2026-12-24){' or a time (2026-12-24T08:00)' if times else ''} or a duration (7d)")
+        check_date(t)
+        if times and len(t) > 10:
+            try:
+                dt.datetime.fromisoformat(value.strip())
+            except ValueError:
+                raise _bad(f"{value!r} is not a date and time (2026-12-24T08:00)") from None
+        elif len(t) > 10:
+            raise _bad(f"{value!r} is not a date (2026-12-24)")
+        return value
+
+    return check
+
+
+def output_file(value: Any) -> Path:
+    """A typer ``parser`` for a file a command writes: not empty, not a folder or a device, not under /proc, /sys or
+    /dev, in a folder that exists and that we may write to.
+
+    A write that fails later all the same (a full disk) is one line too: fleetctl/cli/app.py maps the OSError.
+    """
+    if isinstance(value, Path):
+        path = value
+    else:
+        if not str(value).strip():
+            raise _bad("must not be empty")
+        path = Path(str(value))
+    path = path.expanduser()
+    real = Path(os.path.realpath(path))
+    if any(real == Path(root) or real.is_relative_to(root) for root in _NOT_FILES):
+        raise _bad(f"{path}: not a file fleetctl writes ({real} is under {', '.join(_NOT_FILES)})")
+    if real.is_dir():
+        raise _bad(f"{path}: is a folder; give a file name")
+    if real.exists() and not real.is_file():
+        raise _bad(f"{path}: not a regular file")
+    parent = real.parent
+    if not parent.is_dir():
+        raise _bad(f"{path.parent}: no such folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise _bad(f"{path.parent}: not writable")
+    return path
+
+
+IdArg = Annotated[int, typer.Argument(help="The id.", parser=whole(1))]
+LimitOpt = Annotated[int, typer.Option("--limit", help="How many, newest first.", parser=whole(1))]
 
 
 def conn():  # type: ignore[no-untyped-def]

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from fleetctl.cli.common import output_file
+
 app = typer.Typer(no_args_is_help=True)
 
 
@@ -35,7 +37,7 @@ def info() -> None:
 
 @app.command("backup")
 def backup(
-    file: Annotated[Path, typer.Argument(help="Where to write the backup.")],
+    file: Annotated[Path, typer.Argument(help="Where to write the backup.", parser=output_file)],
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists.")] = False,
 ) -> None:
     """Back up the whole database to FILE, consistent while other processes write.

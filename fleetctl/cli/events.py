@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import OutputOpt
+from fleetctl.cli.common import OutputOpt, non_empty, whole
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -14,8 +14,10 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command("list")
 def list_(
-    limit: Annotated[int, typer.Option(help="How many, newest first.", min=1)] = 50,
-    name: Annotated[str | None, typer.Option("--name", help="Only events about objects whose name contains this.")] = None,
+    limit: Annotated[int, typer.Option(help="How many, newest first.", parser=whole(1))] = 50,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Only events about objects whose name contains this.", callback=non_empty)
+    ] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """Who changed what, when and why."""

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fleetctl.cli.common import OutputOpt
+from fleetctl.cli.common import IdArg, OutputOpt, non_empty, seconds, whole
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -28,8 +28,8 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command("list")
 def list_(
-    limit: Annotated[int, typer.Option(help="How many, newest first.", min=1)] = 20,
-    kind: Annotated[str | None, typer.Option(help="Only this kind (inspect, power.on, provision ...).")] = None,
+    limit: Annotated[int, typer.Option(help="How many, newest first.", parser=whole(1))] = 20,
+    kind: Annotated[str | None, typer.Option(help="Only this kind (inspect, power.on, provision ...).", callback=non_empty)] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """Recent jobs with their outcome (a killed job: interrupted; a running one: with its host)."""
@@ -69,7 +69,7 @@ def _host(holder: object) -> str | None:
 
 
 @app.command("show")
-def show(job_id: int, output: OutputOpt = Format.table) -> None:
+def show(job_id: IdArg, output: OutputOpt = Format.table) -> None:
     """One job and its steps, server by server."""
     from sqlalchemy import select
 
@@ -144,11 +144,13 @@ def _temporal_status(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-WaitOpt = Annotated[float, typer.Option("--wait", help="Seconds to wait for the job to end interrupted (0: do not wait).", min=0)]
+WaitOpt = Annotated[
+    float, typer.Option("--wait", help="Seconds to wait for the job to end interrupted (0: do not wait).", callback=seconds(0, 86400))
+]
 
 
 @app.command("cancel")
-def cancel(job_id: int, wait: WaitOpt = 60.0, output: OutputOpt = Format.table) -> None:
+def cancel(job_id: IdArg, wait: WaitOpt = 60.0, output: OutputOpt = Format.table) -> None:
     """Stop a running job as Ctrl-C would: its journal ends interrupted, its locks are released.
 
     In process: SIGTERM to the job's own fleetctl process, on this host only. On Temporal: the run's

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt, finite
+from fleetctl.cli.common import DryRunOpt, OutputOpt, seconds
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -36,7 +36,9 @@ def status(targets: TargetsArg, output: OutputOpt = Format.table) -> None:
 @app.command("on")
 def on(
     targets: TargetsArg,
-    stagger: Annotated[float, typer.Option(help="Seconds between two power-ons in one rack (spreads inrush).", callback=finite(0))] = 1.0,
+    stagger: Annotated[
+        float, typer.Option(help="Seconds between two power-ons in one rack (spreads inrush).", callback=seconds(0, 3600))
+    ] = 1.0,
     dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
 ) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, non_empty, whole
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -14,7 +14,7 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command("list")
 def list_(
-    site: Annotated[str | None, typer.Option(help="Only this site.")] = None,
+    site: Annotated[str | None, typer.Option(help="Only this site.", callback=non_empty)] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """List racks with their occupancy and peak power."""
@@ -82,10 +82,10 @@ def _draw(rack: dict[str, Any]) -> None:
 def add(
     name: str,
     site: Annotated[str, typer.Option(help="The site it stands in.")],
-    height: Annotated[int, typer.Option(help="Height in rack units.", min=1, max=60)] = 42,
+    height: Annotated[int, typer.Option(help="Height in rack units.", parser=whole(1, 60))] = 42,
     row: Annotated[str | None, typer.Option(help="Row in the hall.")] = None,
-    position: Annotated[int | None, typer.Option(help="Position in the row.", min=0)] = None,
-    power_budget: Annotated[int | None, typer.Option(help="Power budget in watts.", min=0)] = None,
+    position: Annotated[int | None, typer.Option(help="Position in the row.", parser=whole(0))] = None,
+    power_budget: Annotated[int | None, typer.Option(help="Power budget in watts.", parser=whole(0))] = None,
     dry_run: DryRunOpt = False,
     reason: ReasonOpt = None,
 ) -> None:
@@ -106,10 +106,10 @@ def add(
 @app.command("set")
 def set_(
     name: Annotated[str, typer.Argument(help="rack-12 or site/rack-12")],
-    height: Annotated[int | None, typer.Option(help="Height in rack units.", min=1, max=60)] = None,
+    height: Annotated[int | None, typer.Option(help="Height in rack units.", parser=whole(1, 60))] = None,
     row: Annotated[str | None, typer.Option(help="Row in the hall.")] = None,
-    position: Annotated[int | None, typer.Option(help="Position in the row.", min=0)] = None,
-    power_budget: Annotated[int | None, typer.Option(help="Power budget in watts.", min=0)] = None,
+    position: Annotated[int | None, typer.Option(help="Position in the row.", parser=whole(0))] = None,
+    power_budget: Annotated[int | None, typer.Option(help="Power budget in watts.", parser=whole(0))] = None,
     dry_run: DryRunOpt = False,
     reason: ReasonOpt = None,
 ) -> None:

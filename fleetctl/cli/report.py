@@ -12,12 +12,15 @@ from typing import Annotated
 
 import typer
 
+from fleetctl.cli.common import output_file, when
+
 
 def command(
-    html: Annotated[Path, typer.Option("--html", help="The HTML file to write (replaced atomically).", dir_okay=False)],
+    html: Annotated[Path, typer.Option("--html", help="The HTML file to write (replaced atomically).", parser=output_file)],
     since: Annotated[
         str | None,
-        typer.Option("--since", help="Baseline and plot window: yesterday, today, a date (2026-11-30) or a duration (12h, 7d, 2w)."),
+        typer.Option("--since", help="Baseline and plot window: yesterday, today, a date (2026-11-30) or a duration (12h, 7d, 2w).",
+                     callback=when("hdw", ("today", "yesterday"))),
     ] = None,
 ) -> None:
     """Write the latest sweep's health report to one HTML file that needs no network to open."""

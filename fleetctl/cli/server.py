@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, finite, free_text
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, finite, free_text, non_empty, whole
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -20,11 +20,11 @@ def _state_style(value: object) -> str | None:
 
 @app.command("list")
 def list_(
-    rack: Annotated[str | None, typer.Option(help="Only this rack (rack-12 or site/rack-12).")] = None,
-    site: Annotated[str | None, typer.Option(help="Only this site.")] = None,
-    state: Annotated[str | None, typer.Option(help="Only servers in this lifecycle state.")] = None,
-    model: Annotated[str | None, typer.Option(help="Only this hardware model.")] = None,
-    tag: Annotated[str | None, typer.Option(help="Only servers with this tag.")] = None,
+    rack: Annotated[str | None, typer.Option(help="Only this rack (rack-12 or site/rack-12).", callback=non_empty)] = None,
+    site: Annotated[str | None, typer.Option(help="Only this site.", callback=non_empty)] = None,
+    state: Annotated[str | None, typer.Option(help="Only servers in this lifecycle state.", callback=non_empty)] = None,
+    model: Annotated[str | None, typer.Option(help="Only this hardware model.", callback=non_empty)] = None,
+    tag: Annotated[str | None, typer.Option(help="Only servers with this tag.", callback=non_empty)] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """List servers."""
@@ -61,7 +61,7 @@ def show(name: str, output: OutputOpt = Format.table) -> None:
 def add(
     name: str,
     rack: Annotated[str, typer.Option(help="The rack (rack-12 or site/rack-12).")],
-    position: Annotated[int, typer.Option(help="Lowest rack unit it occupies.", min=1)],
+    position: Annotated[int, typer.Option(help="Lowest rack unit it occupies.", parser=whole(1))],
     model: Annotated[
         str | None, typer.Option(help="Hardware model name; without it (and --bmc), `server inspect` fills it from the BMC.")
     ] = None,
@@ -115,7 +115,7 @@ def add(
 def set_(
     name: str,
     rack: Annotated[str | None, typer.Option(help="Move to this rack (same site).")] = None,
-    position: Annotated[int | None, typer.Option(help="Move to this rack unit.", min=1)] = None,
+    position: Annotated[int | None, typer.Option(help="Move to this rack unit.", parser=whole(1))] = None,
     model: Annotated[str | None, typer.Option(help="Hardware model name.")] = None,
     serial: Annotated[str | None, typer.Option(help="Chassis serial number.")] = None,
     bmc: Annotated[str | None, typer.Option(help="BMC URL.")] = None,

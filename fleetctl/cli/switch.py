@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, finite
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, finite, non_empty, seconds, whole
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -14,9 +14,9 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command("list")
 def list_(
-    rack: Annotated[str | None, typer.Option(help="Only this rack.")] = None,
-    role: Annotated[str | None, typer.Option(help="leaf, spine or management.")] = None,
-    site: Annotated[str | None, typer.Option(help="Only this site.")] = None,
+    rack: Annotated[str | None, typer.Option(help="Only this rack.", callback=non_empty)] = None,
+    role: Annotated[str | None, typer.Option(help="leaf, spine or management.", callback=non_empty)] = None,
+    site: Annotated[str | None, typer.Option(help="Only this site.", callback=non_empty)] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """List switches."""
@@ -47,7 +47,7 @@ def show(name: str, output: OutputOpt = Format.table) -> None:
 def add(
     name: str,
     rack: Annotated[str, typer.Option(help="The rack (rack-12 or site/rack-12).")],
-    position: Annotated[int, typer.Option(help="Lowest rack unit it occupies.", min=1)],
+    position: Annotated[int, typer.Option(help="Lowest rack unit it occupies.", parser=whole(1))],
     model: Annotated[str, typer.Option(help="Hardware model name (a switch model).")],
     platform: Annotated[str, typer.Option(help="sonic, eos, nxos or linux.")],
     role: Annotated[str, typer.Option(help="leaf, spine or management.")],
@@ -78,7 +78,7 @@ def add(
 @app.command("set")
 def set_(
     name: str,
-    position: Annotated[int | None, typer.Option(help="Move to this rack unit.", min=1)] = None,
+    position: Annotated[int | None, typer.Option(help="Move to this rack unit.", parser=whole(1))] = None,
     platform: Annotated[str | None, typer.Option(help="sonic, eos, nxos or linux.")] = None,
     role: Annotated[str | None, typer.Option(help="leaf, spine or management.")] = None,
     address: Annotated[str | None, typer.Option(help="Management address.")] = None,
@@ -203,7 +203,7 @@ app.add_typer(vlan_app, name="vlan", help="Set one port's VLANs, carefully.")
 def vlan_set(
     switch: str,
     port: str,
-    access: Annotated[int | None, typer.Option("--access", help="Make it an access port on this VLAN.", min=1, max=4094)] = None,
+    access: Annotated[int | None, typer.Option("--access", help="Make it an access port on this VLAN.", parser=whole(1, 4094))] = None,
     trunk: Annotated[str | None, typer.Option("--trunk", help="Make it a trunk carrying these VLANs (100,200-210).")] = None,
     description: Annotated[str | None, typer.Option(help="Port description.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Also touch an uplink or a port of a server in service.")] = False,
@@ -401,7 +401,7 @@ def _poll(switches: list, what: tuple[str, ...], pollers: dict | None = None) ->
 def poll(
     targets: SwitchTargetsArg,
     interval: Annotated[
-        float, typer.Option(help="Seconds between two polls for rates (0: one poll, counters only).", callback=finite(0))
+        float, typer.Option(help="Seconds between two polls for rates (0: one poll, counters only).", callback=seconds(0, 86400))
     ] = 5.0,
     max_temp: Annotated[
         float, typer.Option(help="Flag a temperature sensor above this many degrees C.", callback=finite(0, above=True))

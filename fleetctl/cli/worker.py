@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from fleetctl.cli.common import whole
+
 
 def command(
     site: Annotated[str, typer.Option("--site", help="The site whose BMCs, switches and hosts this machine reaches.")],
@@ -15,7 +17,7 @@ def command(
     namespace: Annotated[
         str | None, typer.Option("--namespace", help="Temporal namespace (default: FLEETCTL_TEMPORAL_NAMESPACE, else default).")
     ] = None,
-    activities: Annotated[int, typer.Option(help="Activities this worker runs at once.", min=1)] = 500,
+    activities: Annotated[int, typer.Option(help="Activities this worker runs at once.", parser=whole(1, 100_000))] = 500,
 ) -> None:
     """Run a worker of the scale-out engine for one site, until SIGTERM or Ctrl-C.
 
