@@ -198,6 +198,8 @@ def test_sweep_at_the_k8s_level_finds_a_node_advertising_fewer(cli: Any, fleet: 
     found = [f for f in json.loads(r.out)["new"] if f["check"] == "k8s.accelerators"]
     assert [(f["target"], f["status"], f["subject"]) for f in found] == [("gpu-short", "critical", "gpu")], found
     assert "advertises 6 nvidia.com/gpu of the 8 gpu boards the inventory holds" in found[0]["message"]
+    listed = {(c["kind"], c["name"]): c["level"] for c in json.loads(cli("sweep", "checks", "-o", "json").out)}
+    assert listed[("server", "k8s.accelerators")] == "k8s"  # `sweep checks` lists every level's
     # at the bmc level the check does not run
     bmc = cli("sweep", "run", "r1", "--output", "json")
     assert not [f for f in json.loads(bmc.out)["new"] if f["check"] == "k8s.accelerators"]
