@@ -131,6 +131,16 @@ def run_ref(value: str | None) -> str | None:
     return value
 
 
+def host_port(value: str | None) -> str | None:
+    """A typer callback for HOST:PORT: the port is ASCII digits 0..65535 (``127.0.0.1:٩٨٧٧`` listened on 9877)."""
+    if value is None:
+        return None
+    _, sep, port = value.rpartition(":")
+    if not sep or not _WHOLE.fullmatch(port) or len(port) > 5 or not 0 <= int(port) <= 65535:
+        raise _bad(f"{value!r}: give HOST:PORT, the port a number 0 to 65535 (digits 0-9)")
+    return value
+
+
 def non_empty(value: Any) -> Any:
     """A typer callback for a name or a filter: an empty (or blank) one is refused, never read as "any" or as the default."""
     for v in value if isinstance(value, list | tuple) else [value]:

@@ -6,16 +6,21 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import whole
+from fleetctl.cli.common import host_port, non_empty, whole
 
 
 def command(
-    site: Annotated[str, typer.Option("--site", help="The site whose BMCs, switches and hosts this machine reaches.")],
+    site: Annotated[str, typer.Option("--site", help="The site whose BMCs, switches and hosts this machine reaches.", callback=non_empty)],
     temporal: Annotated[
-        str | None, typer.Option("--temporal", help="Temporal's frontend, HOST:PORT (default: FLEETCTL_TEMPORAL).", metavar="HOST:PORT")
+        str | None,
+        typer.Option(
+            "--temporal", help="Temporal's frontend, HOST:PORT (default: FLEETCTL_TEMPORAL).", metavar="HOST:PORT", callback=host_port
+        ),
     ] = None,
     namespace: Annotated[
-        str | None, typer.Option("--namespace", help="Temporal namespace (default: FLEETCTL_TEMPORAL_NAMESPACE, else default).")
+        str | None, typer.Option(
+            "--namespace", help="Temporal namespace (default: FLEETCTL_TEMPORAL_NAMESPACE, else default).", callback=non_empty
+        )
     ] = None,
     activities: Annotated[int, typer.Option(help="Activities this worker runs at once.", parser=whole(1, 100_000))] = 500,
 ) -> None:
