@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from fleetctl.cli.common import OutputOpt, non_empty, output_file, seconds, whole
+from fleetctl.cli.common import OutputOpt, a_path, non_empty, output_file, seconds, whole
 from fleetctl.cli.output import Format
 
 
@@ -67,7 +67,8 @@ def run(
         ),
     ] = None,
     criteria_file: Annotated[
-        Path | None, typer.Option("--criteria", help="Criteria and levels laid over the drivers' defaults (see criteria.yaml).")
+        Path | None,
+        typer.Option("--criteria", help="Criteria and levels laid over the drivers' defaults (see criteria.yaml).", parser=a_path),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be burned in, touch nothing.")] = False,
     output: OutputOpt = Format.table,

@@ -209,6 +209,16 @@ def when(units: str, words: tuple[str, ...] = (), times: bool = False) -> Callab
     return check
 
 
+def a_path(value: Any) -> Path:
+    """A typer ``parser`` for a path a command reads (or a folder it fills): an empty one is refused, where
+    ``Path("")`` is ``.`` (`inventory export --dir ''` wrote into the working folder, `inventory check ''` checked it)."""
+    if isinstance(value, Path):
+        return value
+    if not str(value).strip():
+        raise _bad("must not be empty")
+    return Path(str(value))
+
+
 def output_file(value: Any) -> Path:
     """A typer ``parser`` for a file a command writes: not empty, not a folder or a device, not under /proc, /sys or
     /dev, in a folder that exists and that we may write to.

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import output_file
+from fleetctl.cli.common import a_path, output_file
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -58,7 +58,7 @@ def backup(
 
 @app.command("restore")
 def restore(
-    file: Annotated[Path, typer.Argument(help="A backup written by `fleetctl db backup`.")],
+    file: Annotated[Path, typer.Argument(help="A backup written by `fleetctl db backup`.", parser=a_path)],
     yes: Annotated[bool, typer.Option("--yes", help="Replace an inventory that is not empty.")] = False,
 ) -> None:
     """Replace the database with the backup FILE, atomically.

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import DryRunOpt, ReasonOpt
+from fleetctl.cli.common import DryRunOpt, ReasonOpt, a_path
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -51,7 +51,7 @@ class ExportFormat(StrEnum):
 def export(
     output: Annotated[ExportFormat, typer.Option("--output", "-o", help="yaml or json.")] = ExportFormat.yaml,
     directory: Annotated[
-        Path | None, typer.Option("--dir", help="Write models.yaml and one file per site here instead of stdout.")
+        Path | None, typer.Option("--dir", help="Write models.yaml and one file per site here instead of stdout.", parser=a_path)
     ] = None,
     site: Annotated[list[str] | None, typer.Option("--site", help="Only these sites (repeatable).")] = None,
 ) -> None:
@@ -87,7 +87,7 @@ def ansible(
 
 
 @app.command("check")
-def check(path: Annotated[Path, typer.Argument(help="A site file, or a folder of them.")]) -> None:
+def check(path: Annotated[Path, typer.Argument(help="A site file, or a folder of them.", parser=a_path)]) -> None:
     """Validate site files against the schema and the inventory; change nothing."""
     from fleetctl.inventory.service import import_path
 
