@@ -133,11 +133,15 @@ def _temporal_status(args: dict[str, Any]) -> dict[str, Any]:
     out["workflow_status"] = st["status"]
     live = st.get("live")
     if isinstance(live, dict):
-        rows = live.get("servers") or []
+        # The generic parent's status (fleetctl.scaleout.run_wf): a row per unit (a server, or a sweep's shard), its
+        # stage (waiting, running, done, skipped) and, for one that never completed, why.
+        rows = [{"server": u.get("key"), "stage": "lost" if u.get("lost") and u.get("stage") == "done" else u.get("stage"),
+                 "error": u.get("lost")} for u in live.get("units") or [] if isinstance(u, dict)]  # fmt: skip
         counts: dict[str, int] = {}
         for r in rows:
-            counts[str(r.get("result") or "running")] = counts.get(str(r.get("result") or "running"), 0) + 1
-        out["live"] = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no server started yet"
+            counts[str(r["stage"])] = counts.get(str(r["stage"]), 0) + 1
+        started = any(r["stage"] != "waiting" for r in rows)
+        out["live"] = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) if started else "no server started yet"
         out["live_servers"] = rows
     elif st.get("live_error"):
         out["live"] = st["live_error"]
