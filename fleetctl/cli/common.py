@@ -121,13 +121,12 @@ def run_ref(value: str | None) -> str | None:
     if value is None:
         return None
     head, sep, back = value.partition("~")
-    if head == "latest":
-        if sep:
-            whole(0)(back)
+    if head == "latest" and not sep:
         return value
-    if sep or not _WHOLE.fullmatch(value):
-        raise _bad(f"{value!r}: give a run id, latest, or latest~N")
-    whole(1)(value)
+    number = back if head == "latest" else value
+    if (sep and head != "latest") or not _WHOLE.fullmatch(number) or number.startswith("-"):
+        raise _bad(f"bad run {value!r}: give a run id, latest, or latest~N")
+    whole(0 if head == "latest" else 1)(number)
     return value
 
 

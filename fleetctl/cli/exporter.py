@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from fleetctl.cli.common import host_port
+
 if TYPE_CHECKING:
     from http.server import ThreadingHTTPServer
 
@@ -155,7 +157,8 @@ def make_server(host: str, port: int, *, partial: bool = False) -> ThreadingHTTP
 
 
 def command(
-    listen: Annotated[str, typer.Option("--listen", help="HOST:PORT to serve /metrics on ([::]:9877 or 0.0.0.0:9877: every address).")
+    listen: Annotated[str, typer.Option("--listen", help="HOST:PORT to serve /metrics on ([::]:9877 or 0.0.0.0:9877: every address).",
+                                             callback=host_port)
                       ] = DEFAULT_LISTEN,  # fmt: skip
     partial: Annotated[bool, typer.Option("--partial", help="Serve the latest run even when it swept part of the fleet "
                                           "(sweep rack-12); by default the latest `sweep all`.")] = False,  # fmt: skip

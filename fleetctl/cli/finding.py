@@ -7,11 +7,12 @@ from typing import Annotated
 
 import typer
 
-from fleetctl.cli.common import OutputOpt, free_text
+from fleetctl.cli.common import OutputOpt, free_text, id_text, when
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
-FindingArg = Annotated[str, typer.Argument(metavar="FINDING", help="A finding id (sweep show), or TARGET:CHECK[:SUBJECT].")]
+FindingArg = Annotated[str, typer.Argument(metavar="FINDING", help="A finding id (sweep show), or TARGET:CHECK[:SUBJECT].",
+                                             callback=id_text)]
 
 
 def parse_until(text: str) -> dt.datetime:
@@ -35,7 +36,8 @@ def ack(
     finding: FindingArg,
     reason: Annotated[str, typer.Option("--reason", help="Why it is known and acceptable for now (required).", callback=free_text)],
     until: Annotated[
-        str | None, typer.Option("--until", help="Until a date (2026-12-24) or for a duration (7d); default: until it changes.")
+        str | None, typer.Option("--until", help="Until a date (2026-12-24) or for a duration (7d); default: until it changes.",
+                                  callback=when("mhdw", times=True))
     ] = None,
     output: OutputOpt = Format.table,
 ) -> None:

@@ -13,7 +13,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from fleetctl.cli.common import OutputOpt, finite
+from fleetctl.cli.common import OutputOpt, finite, non_empty, whole
+from fleetctl.cli.common import run_ref as a_run
 from fleetctl.cli.output import Format
 
 # Exit codes of a sweep, from its worst new finding that is not acknowledged
@@ -118,20 +119,20 @@ def run(
     textfile: Annotated[
         Path | None, typer.Option("--textfile", help="Also write fleetctl.prom here for node_exporter's textfile collector.")
     ] = None,
-    concurrency: Annotated[int, typer.Option(help="BMCs read at once (each with at most 2 requests in flight).", min=1)] = 250,
+    concurrency: Annotated[int, typer.Option(help="BMCs read at once (each with at most 2 requests in flight).", parser=whole(1))] = 250,
     timeout: Annotated[
         float, typer.Option(help="Seconds one BMC may take in all; a hung BMC costs this, nothing more.", callback=finite(1))
     ] = 60.0,
     request_timeout: Annotated[
         float, typer.Option(help="Seconds for one request to a BMC or (SNMP) a switch.", callback=finite(0.1))
     ] = 10.0,
-    retries: Annotated[int, typer.Option(help="Extra attempts per request, with backoff.", min=0, max=5)] = 1,
+    retries: Annotated[int, typer.Option(help="Extra attempts per request, with backoff.", parser=whole(0, 5))] = 1,
     max_skew: Annotated[float, typer.Option(help="A BMC clock off by more seconds is a finding.", callback=finite(0))] = 30.0,
     retention: Annotated[
-        int, typer.Option(help="Days of sweep history to keep (0: keep all; at most 36500).", min=0, max=MAX_RETENTION_DAYS,
+        int, typer.Option(help="Days of sweep history to keep (0: keep all; at most 36500).", parser=whole(0, MAX_RETENTION_DAYS),
                           envvar="FLEETCTL_SWEEP_RETENTION_DAYS")  # fmt: skip
     ] = 90,
-    limit: Annotated[int, typer.Option(help="Findings shown per table (0: all); every one is stored.", min=0)] = 50,
+    limit: Annotated[int, typer.Option(help="Findings shown per table (0: all); every one is stored.", parser=whole(0))] = 50,
     output: OutputOpt = Format.table,
 ) -> None:
     """Sweep servers (Redfish) and switches (SNMP); store every finding; exit from the worst new one.
@@ -263,7 +264,7 @@ def _report(result: Any, output: Format, limit: int) -> None:
 
 @app.command("list")
 def list_(
-    limit: Annotated[int, typer.Option(help="How many runs, newest first.", min=1)] = 20,
+    limit: Annotated[int, typer.Option(help="How many runs, newest first.", parser=whole(1))] = 20,
     output: OutputOpt = Format.table,
 ) -> None:
     """The sweep runs kept, newest first."""
@@ -281,10 +282,10 @@ def list_(
 
 @app.command("show")
 def show(
-    run_ref: Annotated[str, typer.Argument(metavar="[RUN]", help="A run id, latest, or latest~N.")] = "latest",
-    status: Annotated[list[str] | None, typer.Option("--status", help="Only these statuses (repeat).")] = None,
-    target: Annotated[str | None, typer.Option("--target", help="Only this server or switch.")] = None,
-    check: Annotated[str | None, typer.Option("--check", help="Only this check.")] = None,
+    run_ref: Annotated[str, typer.Argument(metavar="[RUN]", help="A run id, latest, or latest~N.", callback=a_run)] = "latest",
+    status: Annotated[list[str] | None, typer.Option("--status", help="Only these statuses (repeat).", callback=non_empty)] = None,
+    target: Annotated[str | None, typer.Option("--target", help="Only this server or switch.", callback=non_empty)] = None,
+    check: Annotated[str | None, typer.Option("--check", help="Only this check.", callback=non_empty)] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """The findings of a run (the latest by default), worst first; acknowledged ones marked."""
@@ -311,8 +312,10 @@ def show(
 
 @app.command("diff")
 def diff(
-    before: Annotated[str | None, typer.Argument(metavar="[RUN]", help="The earlier run (default: the one before the later).")] = None,
-    after: Annotated[str | None, typer.Argument(metavar="[RUN]", help="The later run (default: the latest).")] = None,
+    before: Annotated[
+        str | None, typer.Argument(metavar="[RUN]", help="The earlier run (default: the one before the later).", callback=a_run)
+    ] = None,
+    after: Annotated[str | None, typer.Argument(metavar="[RUN]", help="The later run (default: the latest).", callback=a_run)] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """New problems, resolved ones, and those persisting (since when) between two runs."""
