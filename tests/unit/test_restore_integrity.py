@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from fleetctl.store import HEAD  # the schema revision this code migrates to
 from tests.conftest import new_pg_database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,7 +131,7 @@ def test_a_backup_with_a_table_dropped_is_refused_naming_it(db_url, cli, tmp_pat
     _needs_pg_tools(db_url)
     _backup, before = _good_backup(cli, tmp_path)
     dropped = _without(db_url, cli, tmp_path, "DROP TABLE server")
-    _assert_refused(cli, db_url, dropped, before, "table server is missing", "schema revision 0009", "nothing was restored")
+    _assert_refused(cli, db_url, dropped, before, "table server is missing", f"schema revision {HEAD}", "nothing was restored")
 
 
 def test_a_backup_with_a_column_dropped_is_refused_naming_it(db_url, cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -171,7 +172,7 @@ def test_the_other_backends_backup_is_refused(db_url, cli, tmp_path) -> None:  #
     else:
         db = sqlite3.connect(other)  # hand-made: the smallest SQLite file that names a schema revision
         db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
-        db.execute("INSERT INTO alembic_version VALUES ('0009')")
+        db.execute(f"INSERT INTO alembic_version VALUES ('{HEAD}')")
         db.commit()
         db.close()
         words = ("a sqlite backup cannot be restored into a postgresql database",)
