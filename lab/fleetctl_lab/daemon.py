@@ -52,7 +52,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 import urllib.error
@@ -61,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetctl.errors import FleetError, InputError
+from fleetctl_lab.spawn import spawn_and_wait
 
 LAB_JSON = "lab.json"
 SPEC_JSON = "spec.json"
@@ -284,30 +284,12 @@ def lab_up(
         spec_doc["switch_config"] = {k: v for k, v in dict(switch_config or {}).items() if k != "state_dir"}
     with os.fdopen(fd, "w") as fh:
         json.dump(spec_doc, fh)
-    logf = open(sd / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "fleetctl_lab.daemon", "--spec", str(spec_path), "--state-dir", str(sd)],
-            stdin=subprocess.DEVNULL,
-            stdout=logf,
-            stderr=logf,
-            start_new_session=True,  # survives the CLI; not killed by its ^C
-            close_fds=True,
-        )
-    finally:
-        logf.close()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ready(pid: int) -> dict[str, Any] | None:
         doc = _read_lab_json(sd)
-        if doc and doc.get("pid") == proc.pid:
-            return lab_status(sd)
-        rc = proc.poll()
-        if rc is not None:
-            tail = (sd / LOG_FILE).read_text(errors="replace").strip().splitlines()[-3:]
-            raise FleetError(f"the lab daemon exited with status {rc}: {' | '.join(tail)}")
-        time.sleep(0.05)
-    proc.terminate()
-    raise FleetError(f"the lab did not become ready within {timeout:.0f}s (see {sd / LOG_FILE})")
+        return lab_status(sd) if doc and doc.get("pid") == pid else None
+
+    argv = [sys.executable, "-m", "fleetctl_lab.daemon", "--spec", str(spec_path), "--state-dir", str(sd)]
+    return spawn_and_wait(argv, sd / LOG_FILE, ready, what="lab daemon", timeout=timeout)
 
 
 def lab_down(state_dir: str | Path, *, timeout: float = 15.0) -> dict[str, Any]:

@@ -24,13 +24,13 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from fleetctl.errors import FleetError, InputError
+from fleetctl_lab.spawn import spawn_and_wait
 
 K8S_JSON = "k8s.json"
 LOG_FILE = "k8s.log"
@@ -140,24 +140,12 @@ def k8s_up(state_dir: Path, args: list[str], *, timeout: float = 60.0) -> dict[s
     if st["running"]:
         raise FleetError(f"the lab's Kubernetes stand-in already runs from {state_dir} (pid {st['pid']}); fleetctl lab k8s down first")
     (state_dir / K8S_JSON).unlink(missing_ok=True)
-    logf = open(state_dir / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child
-    try:
-        proc = subprocess.Popen([sys.executable, "-m", _MODULE, "--state-dir", str(state_dir), *args], stdin=subprocess.DEVNULL,
-                                stdout=logf, stderr=logf, start_new_session=True, close_fds=True)  # fmt: skip
-    finally:
-        logf.close()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ready(pid: int) -> dict[str, Any] | None:
         doc = _read(state_dir)
-        if doc and doc.get("pid") == proc.pid:
-            return k8s_status(state_dir)
-        rc = proc.poll()
-        if rc is not None:
-            tail = (state_dir / LOG_FILE).read_text(errors="replace").strip().splitlines()[-3:]
-            raise FleetError(f"the Kubernetes stand-in exited with status {rc}: {' | '.join(tail)}")
-        time.sleep(0.05)
-    proc.terminate()
-    raise FleetError(f"the Kubernetes stand-in did not start within {timeout:.0f}s (see {state_dir / LOG_FILE})")
+        return k8s_status(state_dir) if doc and doc.get("pid") == pid else None
+
+    argv = [sys.executable, "-m", _MODULE, "--state-dir", str(state_dir), *args]
+    return spawn_and_wait(argv, state_dir / LOG_FILE, ready, what="Kubernetes stand-in", timeout=timeout)
 
 
 def k8s_down(state_dir: Path, *, timeout: float = 15.0) -> bool:
