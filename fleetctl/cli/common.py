@@ -193,8 +193,14 @@ def when(units: str, words: tuple[str, ...] = (), times: bool = False) -> Callab
             if len(count) > 12 or int(count) * _UNIT_S[m.group(2)] > DURATION_MAX_DAYS * 86400:
                 raise _bad(f"{value!r} is longer than {DURATION_MAX_DAYS} days")
             return value
-        if not t.isascii():
-            raise _bad(f"{value!r}: give a date (2026-12-24){' or a time (2026-12-24T08:00)' if times else ''} or a duration (7d)")
+        forms = ", ".join([*words, "a date (2026-12-24)", *(["a time (2026-12-24T08:00)"] if times else [])])
+        forms += f" or a duration (7{units[-1]})"
+        try:
+            if not t.isascii():
+                raise ValueError
+            dt.date.fromisoformat(t[:10])
+        except ValueError:  # neither a word nor a duration nor a date: say every form the option takes
+            raise _bad(f"{value!r}: give {forms}") from None
         check_date(t)
         if times and len(t) > 10:
             try:

@@ -30,7 +30,7 @@ from fleetctl.errors import DriverError
 #: The extended resource each board kind's device plugin advertises (vendor facts, kept as data).
 #: NOTE: nvidia.com/gpu is NVIDIA's k8s-device-plugin, amd.com/gpu ROCm's k8s-device-plugin (both public
 #: manifests). The MN-Core device plugin's resource name is not public: ``mn-core.preferred.jp/mncore`` is
-#: an assumption, the same as the lab stand-in's (fleetctl_lab/k8s/objects.py RESOURCE_OF_KIND).
+#: an assumption, the same as the lab's Kubernetes stand-in's table of the same name.
 RESOURCE_OF_KIND: dict[str, str] = {
     "gpu": "nvidia.com/gpu",
     "amd-instinct": "amd.com/gpu",
