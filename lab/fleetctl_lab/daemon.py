@@ -53,14 +53,13 @@ import logging
 import os
 import signal
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from fleetctl.errors import FleetError, InputError
-from fleetctl_lab.spawn import spawn_and_wait
+from fleetctl_lab.spawn import spawn_and_wait, stop_detached
 
 LAB_JSON = "lab.json"
 SPEC_JSON = "spec.json"
@@ -306,31 +305,9 @@ def lab_down(state_dir: str | Path, *, timeout: float = 15.0) -> dict[str, Any]:
     if not pid or not _pid_is_lab(pid):
         (sd / LAB_JSON).unlink(missing_ok=True)  # stale
         return {"stopped": False, "pid": pid or None}
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        (sd / LAB_JSON).unlink(missing_ok=True)
+    if stop_detached(pid, _pid_is_lab, timeout=timeout):
+        (sd / LAB_JSON).unlink(missing_ok=True)  # killed: it could not remove its own
     return {"stopped": True, "pid": pid}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        # Reap if it is our child (lab_up from this process); else probe.
-        wpid, _ = os.waitpid(pid, os.WNOHANG)
-        if wpid == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return _pid_is_lab(pid)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -36,3 +38,32 @@ def spawn_and_wait(argv: list[str], log_file: Path, ready: Callable[[int], dict[
         time.sleep(0.05)
     proc.terminate()
     raise FleetError(f"the {what} was not ready within {timeout:.0f}s (see {log_file})")
+
+
+def _gone(pid: int, ours: Callable[[int], bool]) -> bool:
+    """Whether ``pid`` has ended (reaped when it is our child: a daemon this process started) or is no longer ours."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return not ours(pid)
+
+
+def stop_detached(pid: int, ours: Callable[[int], bool], *, timeout: float) -> bool:
+    """SIGTERM a daemon ``spawn_and_wait`` started, SIGKILL it if it still runs after ``timeout``; True when it had to be
+    killed. ``ours(pid)`` says the pid is still that daemon (a pid reused by another process is never signalled again)."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _gone(pid, ours):
+            return False
+        time.sleep(0.05)
+    if _gone(pid, ours):
+        return False
+    os.kill(pid, signal.SIGKILL)
+    return True

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetctl.errors import FleetError, InputError
-from fleetctl_lab.spawn import spawn_and_wait
+from fleetctl_lab.spawn import spawn_and_wait, stop_detached
 
 K8S_JSON = "k8s.json"
 LOG_FILE = "k8s.log"
@@ -155,18 +155,7 @@ def k8s_down(state_dir: Path, *, timeout: float = 15.0) -> bool:
     if not pid or not _pid_is_ours(pid):
         (state_dir / K8S_JSON).unlink(missing_ok=True)
         return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _pid_is_ours(pid):
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                break
-        except ChildProcessError:
-            pass
-        time.sleep(0.05)
-    else:
-        if _pid_is_ours(pid):
-            os.kill(pid, signal.SIGKILL)
+    stop_detached(pid, _pid_is_ours, timeout=timeout)
     (state_dir / K8S_JSON).unlink(missing_ok=True)
     return True
 
