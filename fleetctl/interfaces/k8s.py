@@ -49,7 +49,15 @@ ReadyStatus = Literal["True", "False", "Unknown"]
 
 
 class K8sError(DriverError):
-    """The cluster could not be reached or read (exit 2 where nothing was changed: bad input or no answer)."""
+    """The cluster could not be reached or read (exit 2 where nothing was changed: bad input or no answer).
+
+    ``status``: the API's HTTP status when it answered one (404: no such object, 409: changed since read, 429: a
+    budget), None when it did not answer.
+    """
+
+    def __init__(self, message: str, *, exit_code: int | None = None, status: int | None = None) -> None:
+        super().__init__(message, exit_code=exit_code)
+        self.status = status
 
 
 class _Model(BaseModel):
@@ -106,6 +114,14 @@ class Node(_Model):
     allocatable: dict[str, str] = Field(default_factory=dict)
     conditions: tuple[Condition, ...] = ()
     hostname: str | None = None  # the kubernetes.io/hostname label
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    #: The object's version when read: a write naming it is refused (409) if the node changed since.
+    resource_version: str = ""
+
+    def condition(self, type_: str) -> Condition | None:
+        """The condition of that type, None when the node has none."""
+        return next((c for c in self.conditions if c.type == type_), None)
 
     def advertised(self, resource: str) -> int:
         """How many of an extended resource the node can allocate (0 when absent or not a count)."""
@@ -130,9 +146,7 @@ class Budget(_Model):
             return False
         if not self.match_labels and not self.match_expressions:
             return False  # policy/v1: an empty selector selects nothing ... a null one too
-        return all(labels.get(k) == v for k, v in self.match_labels.items()) and all(
-            _expression(e, labels) for e in self.match_expressions
-        )
+        return all(labels.get(k) == v for k, v in self.match_labels.items()) and all(_expression(e, labels) for e in self.match_expressions)
 
 
 def _expression(e: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
@@ -158,6 +172,65 @@ class Pod(_Model):
     owner_kind: str | None = None  # DaemonSet, ReplicaSet, Job ... (the controller's kind)
     labels: dict[str, str] = Field(default_factory=dict)
     budgets: tuple[str, ...] = ()  # namespace/name of the budgets covering it
+    uid: str = ""
+    local_data: bool = False  # an emptyDir volume: its data is lost with the pod (kubectl drain's --delete-emptydir-data)
+    mirror: bool = False  # a static pod's mirror (the kubelet's own; the API cannot evict it, kubectl drain skips it)
+    terminating: bool = False  # has a deletionTimestamp: on its way out
+
+
+@dataclass(frozen=True)
+class NodePatch:
+    """A change to one node (a JSON merge patch): only what is not None is sent.
+
+    ``taints`` replaces the node's whole list (the API merges no taint by key), so a caller changing one taint reads the
+    node, edits its list and names the ``resource_version`` it read: a node changed in between is refused (409), and the
+    caller reads again (:func:`fleetctl.k8s.writes.update_node` does that, bounded). A ``None`` value in ``labels`` or
+    ``annotations`` removes that key.
+    """
+
+    unschedulable: bool | None = None
+    taints: tuple[Taint, ...] | None = None
+    labels: Mapping[str, str | None] | None = None
+    annotations: Mapping[str, str | None] | None = None
+    resource_version: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        """The merge patch's body."""
+        meta: dict[str, Any] = {}
+        if self.labels is not None:
+            meta["labels"] = dict(self.labels)
+        if self.annotations is not None:
+            meta["annotations"] = dict(self.annotations)
+        if self.resource_version is not None:
+            meta["resourceVersion"] = self.resource_version
+        spec: dict[str, Any] = {}
+        if self.unschedulable is not None:
+            # The API's own cordon sets true and an uncordon removes the field (kubectl sends null).
+            spec["unschedulable"] = True if self.unschedulable else None
+        if self.taints is not None:
+            spec["taints"] = [t.model_dump(exclude_none=True) for t in self.taints] or None
+        out: dict[str, Any] = {}
+        if meta:
+            out["metadata"] = meta
+        if spec:
+            out["spec"] = spec
+        return out
+
+
+EvictOutcome = Literal["evicted", "blocked", "gone"]
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """What the Eviction API answered for one pod.
+
+    ``evicted``: accepted (201; the pod is now terminating); ``blocked``: a PodDisruptionBudget forbids it now (429: try
+    again later), ``message`` names the budget; ``gone``: no such pod any more (404), or another pod of that name (409 on
+    the uid precondition): either way the pod that was asked for has left.
+    """
+
+    outcome: EvictOutcome
+    message: str = ""
 
 
 class ClusterClient(abc.ABC):
@@ -191,6 +264,23 @@ class ClusterClient(abc.ABC):
     def budgets(self) -> list[Budget]:
         """Every PodDisruptionBudget (paged, bounded)."""
 
+    # -- writes (each one request; the caller decides on retries) ---------------
+
+    @abc.abstractmethod
+    def patch_node(self, name: str, patch: NodePatch) -> Node:
+        """Apply a :class:`NodePatch` (a JSON merge patch); the node as it is after. 404 and 409 raise K8sError with ``status``."""
+
+    @abc.abstractmethod
+    def set_condition(self, name: str, condition: Condition) -> Node:
+        """Set one condition of the node's status (the ``status`` subresource, merged by type), as Node Problem Detector does.
+
+        ``lastHeartbeatTime`` is now; ``lastTransitionTime`` changes only when the status does.
+        """
+
+    @abc.abstractmethod
+    def evict(self, namespace: str, name: str, *, uid: str | None = None, grace_s: int | None = None) -> Eviction:
+        """Ask the Eviction API to evict one pod (``uid``: only that incarnation of the name). Any other error raises K8sError."""
+
     @abc.abstractmethod
     def close(self) -> None: ...
 
@@ -212,4 +302,3 @@ def with_budgets(pods: Sequence[Pod], budgets: Sequence[Budget]) -> list[Pod]:
         out.append(p.model_copy(update={"budgets": covering}))
     out.sort(key=lambda p: (-p.priority, p.namespace, p.name))
     return out
-

@@ -27,8 +27,10 @@ from fleetctl.interfaces.k8s import (
     ClusterClient,
     ClusterRef,
     Condition,
+    Eviction,
     K8sError,
     Node,
+    NodePatch,
     Pod,
     Taint,
 )
@@ -81,7 +83,7 @@ class LightkubeCluster(ClusterClient):
         try:
             obj = self._call(lambda: self._client.get(KNode, name=name))
         except K8sError as e:
-            if getattr(e, "status", None) == 404:
+            if e.status == 404:
                 return None
             raise
         return _node(obj)
@@ -101,6 +103,47 @@ class LightkubeCluster(ClusterClient):
         from lightkube.resources.policy_v1 import PodDisruptionBudget
 
         return [_budget(o) for o in self._list(PodDisruptionBudget, namespace="*")]
+
+    # -- writes ---------------------------------------------------------------
+
+    def patch_node(self, name: str, patch: NodePatch) -> Node:
+        from lightkube.resources.core_v1 import Node as KNode
+        from lightkube.types import PatchType
+
+        return _node(self._call(lambda: self._client.patch(KNode, name, patch.body(), patch_type=PatchType.MERGE)))
+
+    def set_condition(self, name: str, condition: Condition) -> Node:
+        from lightkube.resources.core_v1 import Node as KNode
+        from lightkube.types import PatchType
+
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        current = self.node(name)
+        if current is None:
+            raise K8sError(f"{self.ref.describe()}: no node {name!r}", exit_code=2, status=404)
+        before = current.condition(condition.type)
+        entry: dict[str, Any] = {"type": condition.type, "status": condition.status, "reason": condition.reason,
+                                 "message": condition.message, "lastHeartbeatTime": stamp}  # fmt: skip
+        if before is None or before.status != condition.status:
+            entry["lastTransitionTime"] = stamp  # kept as it was while the status stays (the API's convention)
+        # A strategic merge patch of the status subresource merges conditions by type: the kubelet's own stay.
+        body = {"status": {"conditions": [entry]}}
+        return _node(self._call(lambda: self._client.patch(KNode.Status, name, body, patch_type=PatchType.STRATEGIC)))
+
+    def evict(self, namespace: str, name: str, *, uid: str | None = None, grace_s: int | None = None) -> Eviction:
+        from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta, Preconditions
+        from lightkube.resources.core_v1 import Pod as KPod
+
+        options = DeleteOptions(gracePeriodSeconds=grace_s, preconditions=Preconditions(uid=uid) if uid else None)
+        body = KPod.Eviction(metadata=ObjectMeta(name=name, namespace=namespace), deleteOptions=options)
+        try:
+            self._call(lambda: self._client.create(body, name=name, namespace=namespace))
+        except K8sError as e:
+            if e.status == 429:
+                return Eviction("blocked", e.message.partition(": the API answered ")[2] or e.message)
+            if e.status in (404, 409):
+                return Eviction("gone", "no such pod" if e.status == 404 else "another pod of that name")
+            raise
+        return Eviction("evicted")
 
     def close(self) -> None:
         self._client.close()
@@ -139,7 +182,8 @@ def _wrapped(ref: ClusterRef, fn: Any) -> Any:
     try:
         return fn()
     except ApiError as e:
-        raise _status_error(ref, e.status.code, e.status.reason, e.status.message) from e
+        causes = [c.message or "" for c in (e.status.details.causes or [])] if e.status.details else []
+        raise _status_error(ref, e.status.code, e.status.reason, _with_causes(e.status.message, causes)) from e
     except httpx.HTTPStatusError as e:
         # NOTE: lightkube 0.22 makes an ApiError only of a Content-Type exactly "application/json" (what
         # kube-apiserver sends); a server adding "; charset=utf-8" (the lab's stand-in, aiohttp) gets here.
@@ -148,17 +192,25 @@ def _wrapped(ref: ClusterRef, fn: Any) -> Any:
         except ValueError:
             body = {}
         body = body if isinstance(body, dict) and body.get("kind") == "Status" else {}
-        raise _status_error(ref, e.response.status_code, body.get("reason"), body.get("message") or e.response.reason_phrase) from e
+        details = body.get("details")
+        raw = details.get("causes") if isinstance(details, dict) else None
+        causes = [str(c.get("message", "")) for c in raw or [] if isinstance(c, dict)][:4]
+        message = _with_causes(body.get("message") or e.response.reason_phrase, causes)
+        raise _status_error(ref, e.response.status_code, body.get("reason"), message) from e
     except httpx.HTTPError as e:
         # The request's URL is the API server's (no credential in it); the headers are never shown.
         raise K8sError(f"{ref.describe()} does not answer: {type(e).__name__}: {e}", exit_code=2) from e
 
 
+def _with_causes(message: str | None, causes: list[str]) -> str | None:
+    """The API's message with its causes (an eviction's 429 names the budget only there), each cut to one short line."""
+    extra = "; ".join(" ".join(c.split())[:200] for c in causes[:4] if c)
+    return f"{message} ({extra})" if extra else message
+
+
 def _status_error(ref: ClusterRef, code: int | None, reason: str | None, message: str | None) -> K8sError:
     """An API error answer (a Status) as one line: the code, the API's reason and message, never a header."""
-    err = K8sError(f"{ref.describe()}: the API answered {code}{f' {reason}' if reason else ''}: {message}", exit_code=2)
-    err.status = code  # type: ignore[attr-defined]
-    return err
+    return K8sError(f"{ref.describe()}: the API answered {code}{f' {reason}' if reason else ''}: {message}", exit_code=2, status=code)
 
 
 # -- the API's objects as fleetctl's models ----------------------------------
@@ -180,6 +232,9 @@ def _node(o: Any) -> Node:
         allocatable=dict(status.allocatable or {}) if status else {},
         conditions=conditions,
         hostname=(meta.labels or {}).get("kubernetes.io/hostname"),
+        labels=dict(meta.labels or {}),
+        annotations=dict(meta.annotations or {}),
+        resource_version=meta.resourceVersion or "",
     )
 
 
@@ -195,6 +250,10 @@ def _pod(o: Any) -> Pod:
         priority_class=spec.priorityClassName if spec else None,
         owner_kind=owner,
         labels=dict(meta.labels or {}),
+        uid=meta.uid or "",
+        local_data=any(v.emptyDir is not None for v in (spec.volumes or [] if spec else [])),
+        mirror="kubernetes.io/config.mirror" in (meta.annotations or {}),
+        terminating=meta.deletionTimestamp is not None,
     )
 
 
