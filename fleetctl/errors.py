@@ -14,6 +14,8 @@ EXIT_OK = 0
 EXIT_PROBLEMS = 1  # the command ran but found problems or failed on some targets
 EXIT_USAGE = 2  # bad usage or bad input; nothing was changed
 EXIT_STORE = 6  # the database could not be opened, read or written (read-only, full, locked past the timeout)
+EXIT_BREAKER = 7  # a sweep would have tainted more of a pool than the k8s policy allows: it tainted none (docs/kubernetes.md)
+EXIT_PUBLISH = 8  # a sweep was stored but its verdicts could not be published to a cluster (did not answer, refused)
 
 
 class FleetError(Exception):
