@@ -19,7 +19,9 @@ from fleetctl.times import aware_utc
 
 __all__ = ["BASE_CSS", "SERIES_COLOURS", "axis", "badge", "escape", "line_svg", "nice_top", "page_head", "when"]
 
-# The look both reports share; each adds its own rules after these.
+# The look both reports share; each adds its own rules after these. At scale (thousands of rows, #25 item 17):
+# names and times never wrap (``.nw``; ``.nm`` cuts a long name with an ellipsis, its title keeps it whole), and
+# a table wider than its box scrolls inside ``.tscroll`` instead of being cut or squeezed.
 BASE_CSS = """
 :root{--crit:#d62728;--unk:#9467bd;--warn:#f0a500;--ok:#2ca02c;--none:#b8b8b8;--fg:#1d1d1f;--muted:#666;--line:#ddd}
 *{box-sizing:border-box}
@@ -38,6 +40,10 @@ table{border-collapse:collapse;background:#fff;margin:6px 0 12px}
 th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f0f0}
 td.num{text-align:right}
+td.nw,.nw{white-space:nowrap}
+.nm{display:inline-block;max-width:18em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:top}
+.tscroll{overflow-x:auto;max-width:100%}
+.tscroll>table{margin:0}
 .badge{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px}
 .muted{color:var(--muted)}
 .bar{display:inline-block;height:10px;vertical-align:middle}

@@ -252,15 +252,18 @@ def write_atomic(path: Path, text: str) -> None:
 
 # The sweep's own rules, after the shared ones.
 _CSS = BASE_CSS + """
+:root{--filter-h:56px}
+html{scroll-padding-top:calc(var(--filter-h) + 8px)}
 .card.critical{border-left-color:var(--crit)}.card.unknown{border-left-color:var(--unk)}
 .card.warning{border-left-color:var(--warn)}.card.ok{border-left-color:var(--ok)}
-.filter{position:sticky;top:0;z-index:5;background:#fafafa;padding:10px 0;border-bottom:1px solid var(--line)}
+.filter{position:sticky;top:0;z-index:5;background:#fafafa;height:var(--filter-h);display:flex;align-items:center;
+ border-bottom:1px solid var(--line)}
 .filter input{font:inherit;padding:6px 10px;width:min(420px,100%);border:1px solid #aaa;border-radius:4px}
-.filter span{margin-left:10px;color:var(--muted)}
+.filter span{margin-left:10px;color:var(--muted);white-space:nowrap}
 .site{margin:6px 0 2px;font-weight:600}
 .racks{display:flex;gap:18px;flex-wrap:wrap;align-items:flex-end}
 .rack{width:190px}
-.rack h3{margin:4px 0;font-size:13px;text-align:center}
+.rack h3{margin:4px 0;font-size:13px;text-align:center;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .frame{position:relative;border:3px solid #444;border-radius:3px;
  background:repeating-linear-gradient(to top,#fff 0,#fff 13px,#eee 13px,#eee 14px)}
 .dev{position:absolute;left:2px;right:2px;border:1px solid rgba(0,0,0,.35);border-radius:2px;font:10px/1 ui-monospace,monospace;
@@ -274,10 +277,13 @@ _CSS = BASE_CSS + """
 tr.nomatch,li.nomatch{display:none}
 .elev-wrap{display:flex;gap:20px;align-items:flex-start}
 #elevations{flex:1 1 auto;min-width:0}
-#panels{flex:0 0 min(600px,48%);position:sticky;top:64px;max-height:calc(100vh - 80px);overflow:auto;margin-top:28px;
+#panels{flex:0 0 min(900px,50%);position:sticky;top:calc(var(--filter-h) + 8px);max-height:calc(100vh - var(--filter-h) - 24px);
+ overflow:auto;margin-top:28px;
  background:#fff;border:1px solid var(--line);border-left:6px solid #0a58ca;padding:0 12px}
 #panels h2{margin-top:10px}
 .ack{color:var(--muted);font-style:italic}
+td.msg{min-width:12em}
+td.ackc{min-width:14em}
 .new{font-weight:700}
 .tgt{color:#0a58ca;cursor:pointer;text-decoration:underline}
 @media print{.filter{position:static}.dev{cursor:default}}
@@ -360,7 +366,7 @@ def _elevations(racks: list[dict[str, Any]], devs: list[Device]) -> str:
             site = r["site"]
             out.append(f'<div class="site">site {escape(str(site))}</div><div class="racks">')
         height = max([int(r["height"] or 42)] + [d.position + d.height - 1 for d in in_rack.get(r["id"], [])])
-        out.append(f'<div class="rack"><h3>{escape(r["name"])}</h3>'
+        out.append(f'<div class="rack"><h3 title="{escape(r["name"])}">{escape(r["name"])}</h3>'
                    f'<div class="frame" style="height:{height * UNIT_PX + 6}px">')  # fmt: skip
         for d in sorted(in_rack.get(r["id"], []), key=lambda d: d.position):
             bottom = (d.position - 1) * UNIT_PX + 2
@@ -388,19 +394,25 @@ def _finding_rows(rows: list[dict[str, Any]], panel_of: dict[tuple[str, str], st
         ack = ""
         if f.get("ack_id"):
             until = f" until {_when(f.get('ack_until'))}" if f.get("ack_until") else ""
-            ack = f'<span class="ack">acked{escape(until)}: {escape(str(f.get("ack_reason") or ""))}</span>'
+            ack = f'<span class="ack"><span class="nw">acked{escape(until)}:</span> {escape(str(f.get("ack_reason") or ""))}</span>'
         mark = "NEW" if f.get("new") and not f.get("ack_id") else ""
         search = " ".join([f["target"], f["check"], f["subject"], f["message"], f["status"]]).lower()
-        cells = [_badge(f["status"])]
+        # (cell, its class): at thousands of rows the browser squeezes every column it may wrap (#25 item 17), so
+        # the target's name and the times stay on one line (a long name is cut with an ellipsis, its title whole)
+        # and the message and the ack's reason take what is left, with a floor (.msg, .ackc) that keeps them readable.
+        cells = [(_badge(f["status"]), "")]
         if target:
             panel = (panel_of or {}).get((f["kind"], f["target"]))
             name = escape(f["target"])
-            cells.append(f'<span class="tgt" data-panel="{panel}">{name}</span>' if panel else name)
-        cells += [escape(f["check"]), escape(f["subject"]), escape(f["message"]), escape(_when(f.get("first_seen"))),
-                  f'<span class="new">{mark}</span>{ack}']  # fmt: skip
-        out.append(f'<tr data-search="{escape(search)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+            link = f' class="nm tgt" data-panel="{panel}"' if panel else ' class="nm"'
+            cells.append((f'<span{link} title="{name}">{name}</span>', "nw"))
+        cells += [(escape(f["check"]), ""), (escape(f["subject"]), ""), (escape(f["message"]), "msg"),
+                  (escape(_when(f.get("first_seen"))), "nw"), (f'<span class="new">{mark}</span>{ack}', "ackc")]  # fmt: skip
+        tds = "".join(f'<td class="{k}">{c}</td>' if k else f"<td>{c}</td>" for c, k in cells)
+        out.append(f'<tr data-search="{escape(search)}">{tds}</tr>')
     head = ["status", *(["target"] if target else []), "check", "subject", "message", since_col, ""]
-    return "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>" + "".join(out) + "</tbody></table>"
+    return ('<div class="tscroll"><table><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+            + "".join(out) + "</tbody></table></div>")  # fmt: skip
 
 
 def _panels(devs: list[Device]) -> str:
@@ -471,8 +483,48 @@ def _firmware_section(rows: list[dict[str, Any]]) -> str:
 # ------------------------------------------------------------------ the plots (inline SVG)
 
 
+# The rack axis of the temperature plot at any number of racks (#25 item 17: at 50 racks the labels overlapped).
+PLOT_W = 1150  # px the rack columns share: the plot fits a 1,280 px screen up to PLOT_W / COL_MIN racks, then scrolls
+COL_MAX, COL_MIN = 70, 12  # px a rack's column may take
+CHAR_W = 7.0  # px a character of a 10 px label takes, with room (DejaVu Sans, Chromium's fallback on Debian: ~6.4 for a-z0-9)
+LABEL_CHARS = 24  # a longer rack name is cut with an ellipsis on the axis (its title keeps it whole)
+LABEL_ACROSS = 14  # px a label turned upright needs across: a 10 px line, and a gap
+
+
+@dataclass(frozen=True)
+class RackAxis:
+    """How the rack labels of a plot of ``n`` racks are laid out; every ``step``-th rack is labelled."""
+
+    col: int  # px per rack
+    upright: bool  # labels turned to read bottom to top (they do not fit across a column)
+    step: int  # 1: every rack labelled; 2: every other one ...
+    depth: int  # px the labels take below the axis
+
+
+def rack_axis(names: list[str]) -> RackAxis:
+    """Columns sized from the count, labels across when the longest fits its column, upright when not, thinned below 14 px.
+
+    Upright labels are boxes LABEL_ACROSS wide, so labelling every ``step``-th
+    rack with ``col * step >= LABEL_ACROSS`` keeps them apart at any count.
+    """
+    n = max(1, len(names))
+    col = max(COL_MIN, min(COL_MAX, PLOT_W // n))
+    longest = max((len(axis_label(x)) for x in names), default=0) * CHAR_W
+    if longest <= col - 6:
+        return RackAxis(col, False, 1, 30)
+    return RackAxis(col, True, math.ceil(LABEL_ACROSS / col), int(longest) + 12)
+
+
+def axis_label(name: str) -> str:
+    return name if len(name) <= LABEL_CHARS else name[: LABEL_CHARS - 1] + "\u2026"
+
+
 def temperature_svg(targets: list[dict[str, Any]], racks: list[dict[str, Any]]) -> str:
-    """Each server's hottest sensor in the latest sweep, a dot per server, a column per rack."""
+    """Each server's hottest sensor in the latest sweep, a dot per server, a column per rack.
+
+    The columns narrow as racks are added (the plot stays about a screen wide
+    up to ~100 racks); the labels are laid out by ``rack_axis``.
+    """
     order = {r["name"]: i for i, r in enumerate(racks)}
     temps: dict[str, list[tuple[str, float, str]]] = {}
     for t in targets:
@@ -482,24 +534,36 @@ def temperature_svg(targets: list[dict[str, Any]], racks: list[dict[str, Any]]) 
     if not temps:
         return '<p class="muted">No temperatures read.</p>'
     names = sorted(temps, key=lambda n: (order.get(n, len(order)), n))
-    col, x0, y0, plot_h = 70, 44, 190, 170
+    ax = rack_axis(names)
+    col, x0, y0, plot_h = ax.col, 44, 190, 170
     width = col * len(names)
+    half = min(22.0, col / 2 - 2)  # the rack's maximum: a dashed line across its column
+    spread = min(5.0, (col - 8) / 6)  # dots of a rack side by side, inside its column
     top = _nice_top(max(v for vals in temps.values() for _, v, _ in vals) * 1.1)
-    out = [f'<svg id="plot-temps" xmlns="http://www.w3.org/2000/svg" width="{x0 + width + 10}" height="{y0 + 34}" '
+    out = [f'<svg id="plot-temps" xmlns="http://www.w3.org/2000/svg" width="{x0 + width + 10}" height="{y0 + 4 + ax.depth}" '
            f'role="img" aria-label="Hottest sensor per server, by rack">']  # fmt: skip
     out += _axis(x0, y0, plot_h, width, top, "°")
     for i, rack in enumerate(names):
         cx = x0 + col * i + col / 2
         vals = sorted(temps[rack], key=lambda x: x[1])
         hottest = vals[-1][1]
-        out.append(f'<line x1="{cx - 22:.1f}" y1="{y0 - plot_h * hottest / top:.1f}" x2="{cx + 22:.1f}" '
-                   f'y2="{y0 - plot_h * hottest / top:.1f}" stroke="#444" stroke-dasharray="3 2"/>')  # fmt: skip
+        out.append(f'<line x1="{cx - half:.1f}" y1="{y0 - plot_h * hottest / top:.1f}" x2="{cx + half:.1f}" '
+                   f'y2="{y0 - plot_h * hottest / top:.1f}" stroke="#444" stroke-dasharray="3 2"><title>{escape(rack)}: '
+                   f"max {hottest:g} °C</title></line>")  # fmt: skip
         for j, (name, v, status) in enumerate(vals):
-            dx = ((j % 7) - 3) * 5
+            dx = ((j % 7) - 3) * spread
             out.append(f'<circle cx="{cx + dx:.1f}" cy="{y0 - plot_h * v / top:.1f}" r="3.5" fill="{COLOURS.get(status, COLOURS["none"])}" '
                        f'stroke="#0006"><title>{escape(name)}: {v:g} °C ({escape(status)})</title></circle>')  # fmt: skip
-        out.append(f'<text x="{cx:.1f}" y="{y0 + 14}" text-anchor="middle">{escape(rack)}</text>')
-        out.append(f'<text x="{cx:.1f}" y="{y0 + 26}" text-anchor="middle" fill="#666">max {hottest:g}°</text>')
+        if i % ax.step:
+            continue  # thinned: this rack's name is in its line's and dots' titles
+        tip = f"<title>{escape(rack)}: max {hottest:g} °C</title>"
+        if ax.upright:
+            # Read bottom to top, ending at the axis; the maximum is in the title and the dashed line.
+            out.append(f'<text class="rack-label" x="{cx:.1f}" y="{y0 + 6}" text-anchor="end" dominant-baseline="middle" '
+                       f'transform="rotate(-90 {cx:.1f} {y0 + 6})">{escape(axis_label(rack))}{tip}</text>')  # fmt: skip
+        else:
+            out.append(f'<text class="rack-label" x="{cx:.1f}" y="{y0 + 14}" text-anchor="middle">{escape(rack)}{tip}</text>')
+            out.append(f'<text x="{cx:.1f}" y="{y0 + 26}" text-anchor="middle" fill="#666">max {hottest:g}°</text>')
     out.append("</svg>")
     return "".join(out)
 

@@ -182,12 +182,12 @@ def test_report_in_a_real_browser(sync_api, report: tuple[Path, str], tmp_path: 
             assert page.locator('.dev[data-name="mn-tyo1-r12-02"]').is_visible()
 
             # What changed since the sweep before: the PSU new, the fan resolved, the firmware persisting.
-            new = page.locator("#changes-new + table").inner_text()
+            new = page.locator("#changes-new + .tscroll table").inner_text()
             assert "mn-tyo1-r12-03" in new and "psu.redundancy" in new
             assert "mn-tyo1-r13-05" in new  # the hot sensor
-            resolved = page.locator("#changes-resolved + table").inner_text()
+            resolved = page.locator("#changes-resolved + .tscroll table").inner_text()
             assert "mn-tyo1-r13-02" in resolved and "fan" in resolved.lower()
-            assert "firmware.baseline" in page.locator("#changes-persisting + table").inner_text()
+            assert "firmware.baseline" in page.locator("#changes-persisting + .tscroll table").inner_text()
 
             # Firmware compliance: the lab's GPU servers run another vbios than their baseline.
             vbios = page.locator("#firmware tr", has_text="vbios")
