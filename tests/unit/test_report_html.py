@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 import time
 import xml.etree.ElementTree as ET
@@ -212,3 +213,66 @@ def test_the_per_day_window_starts_at_since(store: Any) -> None:
         three = R.build(c, now=NOW, since=NOW - dt.timedelta(days=3, hours=2)).html
     assert week.count("warning (sweep") == 5 and "last 7 days" in week
     assert three.count("warning (sweep") == 3 and "last 4 days" in three  # the sweeps 3 days ago, 1 day ago and today
+
+
+# ------------------------------------------------------------ the layout at scale (#25 item 17; measured in a browser by
+# tests/e2e/test_report_layout.py, these check the markup that layout rests on)
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _rack_plot(n: int, name: str = "tyo1-hall-b-r{:03d}") -> tuple[list[dict[str, Any]], ET.Element]:
+    racks = [{"name": name.format(i)} for i in range(1, n + 1)]
+    targets = [{"kind": "server", "name": f"s{i}-{j}", "rack": r["name"], "status": "ok", "metrics": {"max_temp_c": 40 + j}}
+               for i, r in enumerate(racks) for j in range(3)]  # fmt: skip
+    return racks, ET.fromstring(R.temperature_svg(targets, racks))
+
+
+@pytest.mark.parametrize(("n", "col", "upright", "step"), [(4, 70, True, 1), (50, 23, True, 1), (200, 12, True, 2)])
+def test_rack_axis_sizes_columns_from_the_count_and_thins_labels(n: int, col: int, upright: bool, step: int) -> None:
+    racks, svg = _rack_plot(n)
+    ax = R.rack_axis([r["name"] for r in racks])
+    assert (ax.col, ax.upright, ax.step) == (col, upright, step)
+    labels = [t for t in svg.iter(f"{SVG}text") if t.get("class") == "rack-label"]
+    assert [t.text for t in labels] == [r["name"] for r in racks][::step]  # every step-th rack, in rack order
+    xs = [float(t.get("x") or 0) for t in labels]
+    gaps = {round(b - a, 1) for a, b in itertools.pairwise(xs)}
+    assert gaps <= {float(col * step)} and col * step >= R.LABEL_ACROSS  # an upright label's box is narrower than the gap
+    assert all("rotate(-90" in (t.get("transform") or "") for t in labels)
+    # Every rack keeps its name and maximum in a title (on its max line), labelled or not.
+    titles = [t.text or "" for t in svg.iter(f"{SVG}title")]
+    assert all(any(x.startswith(f"{r['name']}: max ") for x in titles) for r in racks)
+    # The SVG is tall enough for the upright labels: the longest estimate below the axis.
+    assert float(svg.get("height") or 0) >= 190 + len(racks[-1]["name"]) * R.CHAR_W
+
+
+def test_short_rack_names_stay_across_and_long_ones_are_cut_on_the_axis() -> None:
+    _, svg = _rack_plot(3, "r{}")
+    labels = [t for t in svg.iter(f"{SVG}text") if t.get("class") == "rack-label"]
+    assert [t.text for t in labels] == ["r1", "r2", "r3"] and not any(t.get("transform") for t in labels)
+    assert sum(1 for t in svg.iter(f"{SVG}text") if (t.text or "").startswith("max ")) == 3  # under each label
+    long = "hall-b-row-07-rack-0042-north-{}"
+    _, svg = _rack_plot(2, long)
+    labels = [t for t in svg.iter(f"{SVG}text") if t.get("class") == "rack-label"]
+    assert all(len(t.text or "") == R.LABEL_CHARS and (t.text or "").endswith("\u2026") for t in labels)
+    assert [t.find(f"{SVG}title").text.split(":")[0] for t in labels] == [long.format(1), long.format(2)]  # type: ignore[union-attr]
+
+
+def test_finding_rows_keep_names_and_times_on_one_line_and_scroll_across() -> None:
+    f = {"kind": "server", "target": EVIL, "check": "psu", "subject": "PSU2", "status": "critical", "message": "m",
+         "first_seen": NOW, "new": False, "ack_id": 3, "ack_until": NOW, "ack_reason": "ticket"}  # fmt: skip
+    html = R._finding_rows([f], {("server", EVIL): "p0"})
+    assert html.startswith('<div class="tscroll"><table>') and html.endswith("</table></div>")
+    p = _Tags()
+    p.feed(html)
+    td = [a.get("class") for t, a in p.tags if t == "td"]
+    assert td == [None, "nw", None, None, "msg", "nw", "ackc"]  # the target, the time: one line
+    name = next(a for t, a in p.tags if t == "span" and "tgt" in (a.get("class") or ""))
+    assert name == {"class": "nm tgt", "data-panel": "p0", "title": EVIL}  # cut with an ellipsis, whole in the title
+    assert '<span class="nw">acked until 2026-12-01 18:00:</span> ticket' in html
+
+
+def test_the_filter_has_a_height_the_page_scrolls_below() -> None:
+    css = R._CSS
+    assert "html{scroll-padding-top:calc(var(--filter-h) + 8px)}" in css
+    assert "height:var(--filter-h)" in css[css.index(".filter{") :].split("}")[0]
