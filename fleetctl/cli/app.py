@@ -149,6 +149,7 @@ VERBS: dict[str, str] = {
     "report": "The latest sweep as one self-contained HTML page: racks by health, findings, changes, firmware, plots.",
     "exporter": "Serve the latest sweep on /metrics for Prometheus (reads the store, never the fleet).",
     "worker": "Run a Temporal worker for a site (the scale-out engine): its servers' work runs on its site's workers.",
+    "discover": "Find BMCs (ranges, DHCP leases, SSDP), place them from the switches, propose site-file entries (read only).",
 }
 
 
