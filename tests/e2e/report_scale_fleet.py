@@ -60,20 +60,20 @@ def fill(url: str, *, servers: int = 2000, racks: int = 50, now: dt.datetime, se
         names.append((server_name(r, i), r, i))
     height = max(44, per_rack + 3)
     # The inventory through the models (their defaults), the sweeps through the tables (fast, as bench/sweep.py).
-    with session(url) as s:
+    with session(url) as db:
         site = Site(name="tyo1")
         box = HardwareModel(name="mn-server-2-1u", kind="server", vendor="Preferred Networks", model="MN-Server 2 (1U)", height=1)
         leaf = HardwareModel(name="sn2700", kind="switch", vendor="NVIDIA", model="SN2700 (SONiC)", height=1)
-        s.add_all([site, box, leaf])
-        s.flush()
-        s.add_all([FirmwareBaseline(model_id=box.id, component="BMC", version="2.14.0"),
+        db.add_all([site, box, leaf])
+        db.flush()
+        db.add_all([FirmwareBaseline(model_id=box.id, component="BMC", version="2.14.0"),
                    FirmwareBaseline(model_id=box.id, component="BIOS", version="1.8.2")])  # fmt: skip
         rack_objs = {r: Rack(site_id=site.id, name=rack_name(r), row="B", position=r, height=height) for r in range(1, racks + 1)}
-        s.add_all(rack_objs.values())
-        s.flush()
-        s.add_all([Server(name=name, serial=f"MNS01{r:03d}{p:02d}", model_id=box.id, rack_id=rack_objs[r].id, position=p)
+        db.add_all(rack_objs.values())
+        db.flush()
+        db.add_all([Server(name=name, serial=f"MNS01{r:03d}{p:02d}", model_id=box.id, rack_id=rack_objs[r].id, position=p)
                    for name, r, p in names])  # fmt: skip
-        s.add_all([Switch(name=f"{role}-tyo1-r{r:02d}{sfx}", model_id=leaf.id, platform="sonic", role=role,
+        db.add_all([Switch(name=f"{role}-tyo1-r{r:02d}{sfx}", model_id=leaf.id, platform="sonic", role=role,
                           mgmt_address=f"10.201.{r}.{k + 1}", rack_id=rack_objs[r].id, position=height - 2 + k)
                    for r in range(1, racks + 1)
                    for k, (role, sfx) in enumerate((("management", ""), ("leaf", "-a"), ("leaf", "-b")))])  # fmt: skip
