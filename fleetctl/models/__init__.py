@@ -6,6 +6,7 @@ Importing this package registers every table on ``SQLModel.metadata``.
 from fleetctl.models.burnin import BoardRma, BurninResult, BurninRun
 from fleetctl.models.hardware import BiosProfile, FirmwareBaseline, HardwareModel
 from fleetctl.models.history import Event, Job, JobStep
+from fleetctl.models.k8s import K8sMaintenance
 from fleetctl.models.network import Link, Switch, SwitchPort
 from fleetctl.models.server import AcceleratorBoard, Nic, Server, ServerTag
 from fleetctl.models.site import PowerAdmission, Rack, RackUnit, Site
@@ -25,6 +26,7 @@ __all__ = [
     "HardwareModel",
     "Job",
     "JobStep",
+    "K8sMaintenance",
     "Link",
     "Nic",
     "PowerAdmission",

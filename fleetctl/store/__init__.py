@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # The newest migration; `ensure_schema` compares it with alembic_version with
 # one query, so the common case never imports Alembic.
-HEAD = "0010"
+HEAD = "0011"
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()

@@ -19,6 +19,7 @@ __all__ = [
     "hardware_model",
     "job",
     "job_step",
+    "k8s_maintenance",
     "link",
     "nic",
     "power_admission",
@@ -216,6 +217,25 @@ job_step = table(
     column("finished_at", DateTime(timezone=True)),
     column("output", String()),
     column("error", String()),
+)
+
+k8s_maintenance = table(
+    "k8s_maintenance",
+    column("id", Integer()),
+    column("server", String()),
+    column("cluster", String()),
+    column("node", String()),
+    column("job_id", Integer()),
+    column("why", String()),
+    column("state", String()),
+    column("was_cordoned", Boolean()),
+    column("evicted", Integer()),
+    column("waited_s", Float()),
+    column("reason", String()),
+    column("detail", JSON()),
+    column("started_at", DateTime(timezone=True)),
+    column("updated_at", DateTime(timezone=True)),
+    column("released_at", DateTime(timezone=True)),
 )
 
 link = table(
