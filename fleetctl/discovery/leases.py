@@ -205,7 +205,7 @@ def parse_dhcpd(text: str, where: str = "<dhcpd>") -> list[Lease]:
     stmt: list[str] = []  # the current statement's words
     block: dict[str, object] | None = None  # the lease block being read
     line = 1
-    start_line = 1
+    start_line = open_line = 1
     for m in _TOKEN.finditer(text):
         tok = m.group()
         if m.group("bad") is not None:
@@ -218,6 +218,7 @@ def parse_dhcpd(text: str, where: str = "<dhcpd>") -> list[Lease]:
         if tok == "{":
             depth += 1
             if depth == 1:
+                open_line = line
                 if stmt and stmt[0] == "lease":
                     if len(stmt) != 2:
                         raise InputError("a lease block is 'lease ADDRESS {'", location=f"{where}:{line}")
@@ -245,8 +246,10 @@ def parse_dhcpd(text: str, where: str = "<dhcpd>") -> list[Lease]:
             stmt = []
         else:
             stmt.append(tok)
-    if depth or stmt:
-        raise InputError("ends inside a statement or block (a missing '}' or ';')", location=f"{where}:{line}")
+    if depth:
+        raise InputError("this block has no closing '}'", location=f"{where}:{open_line}")
+    if stmt:
+        raise InputError(f"missing ';' after {' '.join(stmt)[:60]!r}", location=f"{where}:{line}")
     return list(held.values())
 
 
