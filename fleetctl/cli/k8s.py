@@ -6,11 +6,12 @@ the commands: ``fleetctl --help`` never pays for it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from fleetctl.cli.common import OutputOpt
+from fleetctl.cli.common import OutputOpt, a_path
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -78,3 +79,152 @@ def status(targets: TargetsArg = None, output: OutputOpt = Format.table) -> None
          title="Nodes", styles={"ready": _ready_style, "accelerators": _accel_style})  # fmt: skip
     if pod_rows:
         emit(pod_rows, output, columns=["node", "pod", "priority", "class", "owner", "budgets"], title="Pods by priority")
+
+
+# --- verdicts and labels (#22 items 4 and 5) ------------------------------------------
+
+PolicyOpt = Annotated[
+    Path | None,
+    typer.Option("--policy", help="The Kubernetes policy file (unfit findings, condition, circuit breaker, label keys; "
+                 "docs/kubernetes.md). Default: the built-in policy.", envvar="FLEETCTL_K8S_POLICY", parser=a_path),
+]  # fmt: skip
+
+
+def report_publication(pub: Any, policy: Any, output: Format, *, in_sweep: bool) -> int:
+    """Print a publication (its summary, the breaker's line, a line per failed cluster); the exit code it calls for.
+
+    In a sweep (``in_sweep``), a cluster that failed is one line and the sweep's exit code stands (0: the caller keeps
+    its own); the breaker is ``EXIT_BREAKER``. Alone (``k8s publish``), a failed cluster is ``EXIT_PUBLISH``.
+    """
+    from fleetctl.cli.output import console
+    from fleetctl.errors import EXIT_BREAKER, EXIT_PUBLISH
+
+    if not pub.verdicts:
+        return 0
+    err = console(stderr=True)
+    # In a sweep with -o json, stdout holds the sweep's one JSON object: the publication's lines go to stderr.
+    out = console(stderr=output != Format.table)
+    out.print(pub.summary(), markup=False, highlight=False, soft_wrap=True)
+    for t in pub.tripped:
+        err.print(f"error: {t.line(policy)}", markup=False, highlight=False, soft_wrap=True)
+    for line in pub.failed:
+        tail = f" (sweep {pub.run_id} is stored; `fleetctl k8s publish` publishes it)" if in_sweep else ""
+        err.print(f"error: k8s: verdicts not published: {line}{tail}", markup=False, highlight=False, soft_wrap=True)
+    if pub.tripped:
+        return EXIT_BREAKER
+    if pub.failed and not in_sweep:
+        return EXIT_PUBLISH
+    return 0
+
+
+@app.command("publish")
+def publish(
+    targets: Annotated[
+        list[str] | None, typer.Argument(help="Only these servers, racks, sites or selectors of the run (default: all).")
+    ] = None,
+    policy_file: PolicyOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what each node would carry, write nothing.")] = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Publish the last finished sweep's verdicts on its swept servers' nodes: the condition, the unfit taint.
+
+    What `fleetctl sweep run` does after every sweep (unless --no-publish), alone: after an ack, or when a cluster
+    did not answer. Exit 7: the circuit breaker held the new taints back; 8: a cluster could not be read or written;
+    2: a bad policy file or target (nothing written).
+    """
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+    from fleetctl.errors import NotFound
+    from fleetctl.k8s import policy as k8s_policy
+    from fleetctl.k8s.publish import publish as do_publish
+    from fleetctl.sweep.history import get_run
+    from fleetctl.targets import resolve
+
+    policy = k8s_policy.load(policy_file)
+    with conn() as c:
+        run = get_run(c, "latest")
+        only = [s.name for s in resolve(c, targets)] if targets else None
+        pub = do_publish(c, run["id"], policy, servers=only, dry_run=dry_run)
+    if not pub.verdicts:
+        raise NotFound(f"sweep {run['id']} swept no server of a Kubernetes cluster" + (" among the targets" if targets else ""))
+    if output != Format.table:
+        emit([v.row() for v in pub.verdicts], output)
+    else:
+        emit([{"server": v.ref.server, "node": v.node or "(no node)", "condition": v.condition.status if v.condition else "",
+               "reason": v.condition.reason if v.condition else "", "taint": v.taint.value if v.taint else "",
+               "action": v.action + (" (dry run)" if dry_run and v.action in ("tainted", "untainted") else ""),
+               "error": v.error or ""} for v in pub.verdicts], output,
+             columns=["server", "node", "condition", "reason", "taint", "action", "error"], title=f"Sweep {run['id']}'s verdicts",
+             styles={"condition": _ready_style})  # fmt: skip
+    code = report_publication(pub, policy, Format.json if output != Format.table else output, in_sweep=False)
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command("sync")
+def sync(
+    targets: TargetsArg = None,
+    policy_file: PolicyOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show each node's difference, change nothing.")] = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Set the labels only fleetctl knows on each server's node: site and zone, rack, leaf, spine, block, accelerators,
+    firmware compliance, burn-in; show the difference (added, changed, removed keys) per node.
+
+    Only the keys fleetctl owns are touched: one under fleetctl.io/ it no longer computes is removed, any other key
+    never. A node already labelled as wanted is not written to. Exit 2: a bad target, policy file, an unknown
+    node, a cluster that does not answer.
+    """
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.output import emit
+    from fleetctl.k8s import policy as k8s_policy
+    from fleetctl.k8s.labels import compute, diff
+    from fleetctl.k8s.nodes import node_refs
+    from fleetctl.k8s.status import FEW, find_node, open_cluster
+    from fleetctl.k8s.writes import update_node
+    from fleetctl.targets import resolve
+
+    policy = k8s_policy.load(policy_file)
+    with conn() as c:
+        servers = resolve(c, targets or ["all"])
+        refs = [r for r in node_refs(c, [s.name for s in servers]) if r.cluster is not None]
+        if not refs:
+            from fleetctl.errors import InputError
+
+            names = ", ".join(s.name for s in servers[:5]) + (" ..." if len(servers) > 5 else "")
+            raise InputError(f"{names}: not in a Kubernetes cluster (declare it under the site's clusters:, docs/kubernetes.md)")
+        want = compute(c, refs, policy)
+    by_cluster: dict[Any, list[Any]] = {}
+    for r in refs:
+        by_cluster.setdefault(r.cluster, []).append(r)
+    rows: list[dict[str, Any]] = []
+    for cluster, members in by_cluster.items():
+        with open_cluster(cluster) as client:
+            listed = {n.name: n for n in client.nodes()} if len(members) > FEW else None
+            for r in members:
+                node, _ = find_node(client, r, listed)
+                if node is None:
+                    rows.append({"server": r.server, "node": None, "added": {}, "changed": {}, "removed": [], "written": False})
+                    continue
+                d = diff(node.labels, want[r.server], policy.labels.prefix, policy.owns)
+                written = False
+                if d and not dry_run:
+                    from fleetctl.interfaces.k8s import NodePatch
+
+                    def change(n: Any, wanted: dict[str, str] = want[r.server]) -> Any:
+                        fresh = diff(n.labels, wanted, policy.labels.prefix, policy.owns)  # against the node as it is now
+                        return NodePatch(labels=fresh.patch()) if fresh else None
+
+                    update_node(client, node.name, change)
+                    written = True
+                rows.append({"server": r.server, "node": node.name, **d.row(), "written": written})
+    if output != Format.table:
+        emit(rows, output)
+        return
+    table = []
+    for row in rows:
+        parts = [f"+{k}={v}" for k, v in row["added"].items()] + [f"~{k}: {v['from']} -> {v['to']}" for k, v in row["changed"].items()]
+        parts += [f"-{k}" for k in row["removed"]]
+        table.append({"server": row["server"], "node": row["node"] or "(no node)", "difference": "\n".join(parts) or "(none)",
+                      "applied": ("no (dry run)" if dry_run else "yes") if parts else ""})  # fmt: skip
+    emit(table, output, columns=["server", "node", "difference", "applied"], title="Labels" + (" (dry run)" if dry_run else ""))

@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 
 from fleetctl.cli.common import OutputOpt, finite, non_empty, whole
 from fleetctl.cli.common import run_ref as a_run
+from fleetctl.cli.k8s import PolicyOpt
 from fleetctl.cli.output import Format
 
 # Exit codes of a sweep, from its worst new finding that is not acknowledged
@@ -133,13 +134,19 @@ def run(
                           envvar="FLEETCTL_SWEEP_RETENTION_DAYS")  # fmt: skip
     ] = 90,
     limit: Annotated[int, typer.Option(help="Findings shown per table (0: all); every one is stored.", parser=whole(0))] = 50,
+    publish: Annotated[
+        bool, typer.Option("--publish/--no-publish", help="Publish the verdicts on the swept servers' Kubernetes nodes "
+                           "(condition, unfit taint; docs/kubernetes.md) after the sweep.")  # fmt: skip
+    ] = True,
+    policy_file: PolicyOpt = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """Sweep servers (Redfish) and switches (SNMP); store every finding; exit from the worst new one.
 
     Exit code: 0 nothing new (or only acknowledged), 1 a new warning, 4 a new
     unknown (a target that could not be read), 5 a new critical finding;
-    6 the database could not be written (read-only, full, locked).
+    6 the database could not be written (read-only, full, locked);
+    7 the circuit breaker held back the unfit taints this sweep would have set (docs/kubernetes.md).
     """
     import sys
 
@@ -155,6 +162,10 @@ def run(
         raise InputError(f"--level {level!r}: use bmc, host or k8s", field="--level")
     if textfile is not None:
         _check_textfile_dir(textfile)
+    if publish:  # a bad policy file stops the sweep before it starts (exit 2), as any bad input
+        from fleetctl.k8s.policy import load as load_policy
+
+        policy = load_policy(policy_file)
     selector = targets or ["all"]
     with conn() as c:
         servers, switches = resolve_both(c, selector)
@@ -197,7 +208,25 @@ def run(
 
         for line in late:  # after the report, one line each, and the exit code stays the verdict's
             console(stderr=True).print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(EXIT_BY_STATUS[result.worst_new.value])
+    code = EXIT_BY_STATUS[result.worst_new.value]
+    if publish:
+        code = _publish(result.run_id, policy, output) or code
+    raise typer.Exit(code)
+
+
+def _publish(run_id: int, policy: Any, output: Format) -> int:
+    """The run's verdicts on its servers' nodes (fleetctl.k8s.publish); EXIT_BREAKER when the breaker tripped, else 0.
+
+    A cluster that does not answer is one line: the sweep is stored and its exit code stands (`fleetctl k8s publish`
+    retries, exit 8 when it fails again).
+    """
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.k8s import report_publication
+    from fleetctl.k8s.publish import publish
+
+    with conn() as c:
+        pub = publish(c, run_id, policy)
+    return report_publication(pub, policy, output, in_sweep=True)
 
 
 def _check_textfile_dir(directory: Path) -> None:
