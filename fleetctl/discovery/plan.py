@@ -356,7 +356,7 @@ def _changes(p: Proposal, spec: ServerSpec, f: Found, port: int) -> None:
                 p.changes["bmc"] = (spec.bmc, root.url)
         if root.fingerprint and spec.fingerprint != root.fingerprint:
             p.changes["fingerprint"] = (spec.fingerprint, root.fingerprint)
-            f.sources.setdefault("fingerprint", f.sources.get("bmc", "range probe"))
+            f.sources["fingerprint"] = f"TLS certificate at {root.address}:{root.port}"
     if f.mac:
         nic = next((n for n in spec.nics if n.name == BMC_NIC), None)
         if nic is None or nic.mac != f.mac:

@@ -115,7 +115,7 @@ class ServiceRoots:
             elif b.kind == "endless":
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
                 chunk = b" " * 65536
-                while True:
+                while not writer.is_closing():
                     writer.write(chunk)
                     await writer.drain()
             elif b.kind == "chunked":
