@@ -52,6 +52,7 @@ from fleetctl.store import get_engine
 from fleetctl.store import tables as T
 from fleetctl.workflows.describe import Context, Description, Opened, Outcome, Unit, register, run_local
 from fleetctl.workflows.journal import Journal, StepResult
+from fleetctl.workflows.maintained import DrainPlan, NotDrained, maintenance
 
 # Beyond the workload and its grace, a server's unit: SSH connects, pre-checks, resets, post-checks, the record (each
 # bounded by the host's own command timeouts, a minute each).
@@ -87,6 +88,8 @@ class BurninRequest:
     concurrency: int
     actor: str
     servers: list[ServerWork]
+    #: The servers that are live Kubernetes nodes: drained before, uncordoned after, in waves (None: none is).
+    drain: DrainPlan | None = None
 
 
 @dataclass
@@ -106,6 +109,7 @@ class BurninRunData:
     dcgm_level: int | None
     criteria: dict[str, Any]
     started: float = 0.0  # wall clock (time.time) at open: the run's elapsed time, wherever close runs
+    drain: DrainPlan | None = None
 
 
 @dataclass
@@ -168,13 +172,13 @@ class Batch:
     watch: BmcWatch
 
 
-def request(p: Plan, *, restart: bool, concurrency: int, actor: str) -> BurninRequest:
+def request(p: Plan, *, restart: bool, concurrency: int, actor: str, drain: DrainPlan | None = None) -> BurninRequest:
     """The plan as plain data: what open and the units need, made once by the command."""
     job = p.servers[0].job  # grace, interval, force and the level's diagnostic depth are the run's, the same on each server
     return BurninRequest(p.kind, p.level, p.seconds, job.grace, job.interval, job.force, job.dcgm_level, p.selector,
                          p.criteria.model_dump(mode="json"), restart, concurrency, actor,
                          [ServerWork(s.name, s.id, s.model, s.board_kind, list(s.boards), dict(s.baseline))
-                          for s in p.servers])  # fmt: skip
+                          for s in p.servers], drain)  # fmt: skip
 
 
 def _sites(names: list[str]) -> dict[str, str]:
@@ -242,11 +246,15 @@ class BurninWorkflow(Description[BurninRequest, BurninRunData, ServerWork, Serve
                 if name.name in earlier:
                     ctx.progress(name.name, "done", {"verdict": worst(list(earlier[name.name].values())), "resumed": True})
         run = BurninRunData(run_id, journal.job_id, resumed, request.actor, request.kind, request.level, request.seconds,
-                            request.grace, request.interval, request.force, request.dcgm_level, request.criteria, started)  # fmt: skip
+                            request.grace, request.interval, request.force, request.dcgm_level, request.criteria, started,
+                            request.drain)  # fmt: skip
         todo = [s for s in request.servers if s.name not in done_before]
         sites = _sites([s.name for s in todo]) if ctx.engine == "temporal" else {}
         timeout = request.seconds + request.grace + SETUP_S
-        units = [Unit(s.name, sites.get(s.name, ""), s, timeout, f"burnin:{s.name}") for s in todo]
+        drain = request.drain
+        # A live node's unit also drains it first (the drain's own timeout on top), in its wave under --max-unavailable.
+        units = [Unit(s.name, sites.get(s.name, ""), s, timeout + (drain.timeout_s if drain else 0.0), f"burnin:{s.name}",
+                      wave=drain.wave(s.name) if drain else 0) for s in todo]  # fmt: skip
         return Opened(run, units, BurninKept(locked, earlier), concurrency=request.concurrency, job=journal.job_id, attempts=3)
 
     @contextlib.asynccontextmanager
@@ -272,7 +280,15 @@ class BurninWorkflow(Description[BurninRequest, BurninRunData, ServerWork, Serve
         if sp is None:  # this machine cannot reach it (no key, say): the server's error, stored as a host's is
             why = batch.problems.get(data.name, f"{data.name}: cannot be reached from here")
             return ServerSummary.of(await asyncio.to_thread(record_error, engine, run.run, data.name, data.id, why, actor=run.actor))
-        return ServerSummary.of(await burn_server(batch.criteria, sp, engine=engine, run_id=run.run, actor=run.actor, watch=batch.watch))
+        try:
+            async with maintenance(run.drain, data.name, job=run.job, why=f"burnin --{run.kind} {run.level}") as held:
+                done = ServerSummary.of(await burn_server(batch.criteria, sp, engine=engine, run_id=run.run, actor=run.actor,
+                                                          watch=batch.watch))  # fmt: skip
+                if done.error is not None or done.moved or done.verdict not in ("pass", "degraded"):
+                    held.failed(done.error or f"burn-in verdict {done.verdict}" + (", moved to maintenance" if done.moved else ""))
+                return done
+        except NotDrained as e:  # the drain did not finish (a budget held past the timeout, pods it may not evict): not burned
+            return ServerSummary.of(await asyncio.to_thread(record_error, engine, run.run, data.name, data.id, str(e), actor=run.actor))
 
     def close(self, ctx: Context, run: BurninRunData, kept: BurninKept, outcomes: list[Outcome[ServerSummary]], *,
               interrupted: bool) -> BurninSummary:  # fmt: skip
@@ -331,7 +347,9 @@ def progress_of(progress: Progress | None) -> Any:
     return on
 
 
-def run(p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Progress | None = None) -> RunResult:
+def run(
+    p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Progress | None = None, drain: DrainPlan | None = None
+) -> RunResult:
     """Burn in the plan's servers in this process; results are stored as each server ends.
 
     Raises:
@@ -341,7 +359,7 @@ def run(p: Plan, *, restart: bool = False, concurrency: int = 250, progress: Pro
 
     if not p.servers:
         raise InputError("no server to burn in", field="TARGET")
-    req = request(p, restart=restart, concurrency=concurrency, actor=actor())
+    req = request(p, restart=restart, concurrency=concurrency, actor=actor(), drain=drain)
     wf = BurninWorkflow(resolved={s.name: s for s in p.servers})
     summary = run_local(wf, req, progress=progress_of(progress), ctx=Context("process", str(Holder.me()), progress=progress))
     return result(summary, [s.name for s in p.servers])

@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from fleetctl.cli.common import OutputOpt, a_path, non_empty, output_file, seconds, whole
+from fleetctl.cli.drain import DeleteEmptydirOpt, DrainTimeoutOpt, ForceDrainOpt, MaxUnavailableOpt
 from fleetctl.cli.output import Format
 
 
@@ -71,12 +72,18 @@ def run(
         typer.Option("--criteria", help="Criteria and levels laid over the drivers' defaults (see criteria.yaml).", parser=a_path),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be burned in, touch nothing.")] = False,
+    max_unavailable: MaxUnavailableOpt = "1",
+    drain_timeout: DrainTimeoutOpt = 600.0,
+    delete_emptydir_data: DeleteEmptydirOpt = False,
+    force_drain: ForceDrainOpt = False,
     output: OutputOpt = Format.table,
 ) -> None:
     """Burn in accelerator boards: pre-checks, reset, workload with telemetry, post-checks, a verdict per board.
 
     A failing board is marked rma (`fleetctl board rma list`) and its server
-    goes to maintenance. Exit code from the worst verdict: 0 pass, 1 degraded,
+    goes to maintenance. A server that is a live Kubernetes node is cordoned and
+    drained first (in waves under --max-unavailable per rack) and uncordoned
+    after a pass; on failure it stays cordoned (`fleetctl k8s status` says why). Exit code from the worst verdict: 0 pass, 1 degraded,
     4 a server could not be burned in, 5 a board failed.
     """
     import sys
@@ -101,12 +108,18 @@ def run(
     with conn() as c:
         p = plan(c, kind=workload, targets=list(targets or []), level=level, duration=duration, criteria=criteria, force=force,
                  grace=grace)  # fmt: skip
+        from fleetctl.cli.drain import drain_plan
+
+        drain = drain_plan(c, [s.name for s in p.servers], max_unavailable=max_unavailable, timeout_s=drain_timeout,
+                           delete_emptydir_data=delete_emptydir_data, force=force_drain) if p.servers else None  # fmt: skip
     state.fleet = fleet_label()
     boards = sum(len(s.boards) for s in p.servers)
     typer.echo(f"fleet: {state.fleet} ({len(p.servers)} servers, {boards} {board_kind} boards to burn in, "
                f"{p.level} level, {p.seconds:g} s workload)", err=output != Format.table)  # fmt: skip
     if dry_run or not p.servers:
-        rows = [{"server": s.name, "state": s.state, "model": s.model, "boards": len(s.boards), "action": "burn in"} for s in p.servers]
+        rows = [{"server": s.name, "state": s.state, "model": s.model, "boards": len(s.boards),
+                 "action": f"drain (wave {drain.wave(s.name) + 1}), burn in" if drain and s.name in drain.wave_of else "burn in"}
+                for s in p.servers]  # fmt: skip
         rows += [{"server": n, "state": None, "model": None, "boards": None, "action": f"skip: {why}"} for n, why in p.skipped.items()]
         from fleetctl.cli.output import emit
 
@@ -121,8 +134,8 @@ def run(
 
     def go(progress: Any) -> Any:
         if address:
-            return _through_temporal(p, address, restart=restart, concurrency=concurrency, progress=progress)
-        return run_burnin(p, restart=restart, concurrency=concurrency, progress=progress)
+            return _through_temporal(p, address, restart=restart, concurrency=concurrency, progress=progress, drain=drain)
+        return run_burnin(p, restart=restart, concurrency=concurrency, progress=progress, drain=drain)
 
     live = sys.stderr.isatty() and output == Format.table
     result = _with_live_table(p, go) if live else go(None)
@@ -140,7 +153,7 @@ def _check_engine(dry_run: bool) -> None:
         check_store(database_url())
 
 
-def _through_temporal(p: Any, address: str, *, restart: bool, concurrency: int, progress: Any) -> Any:
+def _through_temporal(p: Any, address: str, *, restart: bool, concurrency: int, progress: Any, drain: Any = None) -> Any:
     """The run on Temporal (the burn-in workflow's description, run by the workers of each site), followed to its end: the
     same RunResult as in process. Ctrl-C (or SIGTERM) detaches: the run goes on on the workers."""
     from fleetctl.burnin.verdict import worst
@@ -150,7 +163,7 @@ def _through_temporal(p: Any, address: str, *, restart: bool, concurrency: int, 
     from fleetctl.inventory.service import actor
     from fleetctl.scaleout.client import Detached, run_described
 
-    req = request(p, restart=restart, concurrency=concurrency, actor=actor())
+    req = request(p, restart=restart, concurrency=concurrency, actor=actor(), drain=drain)
     seen: dict[str, tuple[str, Any]] = {}
 
     def on_units(rows: list[dict[str, Any]]) -> None:  # the parent's rows, as the in-process run's progress

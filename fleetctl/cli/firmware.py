@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from fleetctl.cli.common import DryRunOpt, OutputOpt, finite
+from fleetctl.cli.drain import DeleteEmptydirOpt, DrainTimeoutOpt, ForceDrainOpt, MaxUnavailableOpt
 from fleetctl.cli.output import Format
 from fleetctl.cli.power import TargetsArg
 
@@ -132,11 +133,20 @@ def update(
     poll: Annotated[float, typer.Option(help="Seconds between reads while waiting for updates running in a BMC, the power "
                                         "and the versions after a reset (a task is polled as its BMC says).",
                                         callback=finite(0, above=True))] = 2.0,  # fmt: skip
-    allow_in_service: Annotated[bool, typer.Option("--allow-in-service", help="Also update servers in service.")] = False,
+    allow_in_service: Annotated[bool, typer.Option("--allow-in-service", help="Also update servers in service (a live "
+                                                   "Kubernetes node is drained first, uncordoned after).")] = False,  # fmt: skip
+    max_unavailable: MaxUnavailableOpt = "1",
+    drain_timeout: DrainTimeoutOpt = 600.0,
+    delete_emptydir_data: DeleteEmptydirOpt = False,
+    force_drain: ForceDrainOpt = False,
     dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Bring firmware to the baseline as a campaign: waves (a canary, then batches), a failure threshold, windows; resumable."""
+    """Bring firmware to the baseline as a campaign: waves (a canary, then batches), a failure threshold, windows; resumable.
+
+    A server in service that is a live Kubernetes node (with --allow-in-service) is cordoned and drained first, each
+    wave split so that no more of a rack than --max-unavailable is out at once, and uncordoned after its update; a failed
+    one stays cordoned (`fleetctl k8s status` says why)."""
     from pathlib import Path
 
     from fleetctl.cli.bmcrun import refuse_in_service, resolve
@@ -175,6 +185,12 @@ def update(
     from fleetctl.preflight import for_firmware
 
     for_firmware(servers).refuse()  # every BMC URL and credential resolves (their values are never shown)
+    from fleetctl.cli.common import conn
+    from fleetctl.cli.drain import drain_plan
+
+    with conn() as c:  # the clusters answer and each rack may lose the nodes asked for, before anything is touched
+        drain = drain_plan(c, [s.name for s in servers], max_unavailable=max_unavailable, timeout_s=drain_timeout,
+                           delete_emptydir_data=delete_emptydir_data, force=force_drain)  # fmt: skip
     opts = CampaignOptions(template=template, base=image_base.removeprefix("file://") if local else image_base,
                            only=set(component) if component else None, allow_downgrade=allow_downgrade,
                            apply_time=apply_time.value, push=push, task_timeout=task_timeout, poll=poll)  # fmt: skip
@@ -182,6 +198,11 @@ def update(
     args = {"image_base": image_base, "template": template, "components": sorted(component or []), "max_failures": str(threshold),
             "allow_downgrade": allow_downgrade, "apply_time": apply_time.value, "window": window, "push": push}  # fmt: skip
     waves = [w for w in [servers[:canary]] + [servers[i : i + batch] for i in range(canary, len(servers), batch)] if w]
+    if drain is not None:  # no wave drains more of a rack than --max-unavailable: the dry run shows the waves as they run
+        from fleetctl.workflows.firmware_described import split_waves
+
+        by_name = {s.name: s for s in servers}
+        waves = [[by_name[n] for n in w] for w in split_waves([[s.name for s in w] for w in waves], drain)]
     if local:
         _check_local_images(servers, opts, want, ids, targets, output)
 
@@ -195,7 +216,7 @@ def update(
         from fleetctl.workflows.firmware_described import request
 
         req = request([[s.name for s in w] for w in waves], opts, label=" ".join(targets), args=args, threshold=threshold,
-                      window=window, wait=not no_wait, actor=actor())  # fmt: skip
+                      window=window, wait=not no_wait, actor=actor(), drain=drain)  # fmt: skip
         report = _through_temporal(req, say) if temporal else _in_process(req, len(servers), output, say)
     rows = [_in_order(r) for r in report.rows]
     emit(rows, output, columns=COLUMNS,

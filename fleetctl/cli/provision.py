@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from fleetctl.cli.common import DryRunOpt, OutputOpt
+from fleetctl.cli.drain import DeleteEmptydirOpt, DrainTimeoutOpt, ForceDrainOpt, MaxUnavailableOpt
 from fleetctl.cli.output import Format
 
 STATUS_STYLE = {"ready": "green", "planned": "cyan", "skipped": "grey62", "failed": "bold red", "refused": "red", "locked": "magenta"}
@@ -33,12 +34,18 @@ def command(
     ansible_window: Annotated[float, typer.Option(help="Seconds a batch waits for more servers before Ansible starts.")] = 10.0,
     poll: Annotated[float, typer.Option(help="Seconds between two polls of a BMC or an installing host.")] = 2.0,
     switch_sessions: Annotated[int, typer.Option(help="SSH sessions to one switch at once (port changes side by side).")] = 8,
+    max_unavailable: MaxUnavailableOpt = "1",
+    drain_timeout: DrainTimeoutOpt = 600.0,
+    delete_emptydir_data: DeleteEmptydirOpt = False,
+    force_drain: ForceDrainOpt = False,
     output: OutputOpt = Format.table,
 ) -> None:
     """Provision servers: firmware to the baseline, BIOS profile, provisioning VLAN, one-time
     PXE/virtual-media boot, wait for the OS, production VLANs, Ansible playbooks, accelerator check.
 
     Resumable: a re-run continues from the journal. Exit 1 when any server is not ready.
+    A server reprovisioned in service that is a live Kubernetes node is cordoned and drained
+    first (waves under --max-unavailable per rack) and uncordoned once ready again.
     """
 
     from fleetctl.cli.bmcrun import resolve
@@ -65,8 +72,17 @@ def command(
         typer.confirm(
             f"Reprovision {len(in_service)} server(s) in service ({', '.join(in_service[:5])})? Their workloads stop", abort=True
         )
+    drain = None
+    if reprovision and in_service and not dry_run:
+        from fleetctl.cli.common import conn
+        from fleetctl.cli.drain import drain_plan
+
+        with conn() as c:  # the clusters answer and each rack may lose the nodes asked for, before anything is touched
+            drain = drain_plan(c, in_service, max_unavailable=max_unavailable, timeout_s=drain_timeout,
+                               delete_emptydir_data=delete_emptydir_data, force=force_drain)  # fmt: skip
     opts = Options(dry_run=dry_run, reprovision=reprovision, restart=restart, accept_drift=accept_drift, concurrency=concurrency,
-                   stagger_s=stagger, ansible_window_s=ansible_window, poll_s=poll, switch_sessions=switch_sessions)  # fmt: skip
+                   stagger_s=stagger, ansible_window_s=ansible_window, poll_s=poll, switch_sessions=switch_sessions,
+                   drain=drain)  # fmt: skip
 
     # SIGTERM (`fleetctl jobs cancel`) is Ctrl-C here as everywhere (cli.app.main): the journal and the locks are closed.
     label = " ".join(targets)

@@ -220,7 +220,7 @@ class RunWorkflow:
         done: list[UnitOutcome] = []
         interrupted = False
         try:
-            if not opened.gated:
+            if not opened.gated and all(u.wave == 0 for u in opened.units):
                 await settled(*(self._unit(bound, call, opened, u, done) for u in opened.units))
             else:
                 await self._waves(bound, call, opened, done)
@@ -246,13 +246,17 @@ class RunWorkflow:
         return [p for ps in found for p in ps]
 
     async def _waves(self, bound: asyncio.Semaphore, call: RunCall, opened: OpenDone, done: list[UnitOutcome]) -> None:
-        """A gated run: its waves in order, each asked of the gate (a durable timer for a wait), each told to wave_done."""
+        """Its waves in order (as in process, every unit of a wave ended before the next starts); a gated run's each asked of
+        the gate (a durable timer for a wait) and told to wave_done."""
         by: dict[int, list[UnitWork]] = {}
         for u in opened.units:
             by.setdefault(u.wave, []).append(u)
         tally: Any = None
         for wave in sorted(by):
             self.wave = wave
+            if not opened.gated:
+                await settled(*(self._unit(bound, call, opened, u, done) for u in by[wave]))
+                continue
             g = await self._gate(call, opened, wave, tally, waited=False)
             if g.wait_s > 0:
                 self.waiting = g.waiting or None

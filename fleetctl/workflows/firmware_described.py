@@ -52,6 +52,7 @@ from fleetctl.workflows.firmware_campaign import (
     server_rows,
 )
 from fleetctl.workflows.firmware_policy import Clock, SystemClock, Threshold, Window
+from fleetctl.workflows.maintained import DrainPlan, maintenance
 
 # A lost attempt of a server's flashing (its worker killed, its heartbeat missed) goes to another worker of its site, whose
 # attempt settles the lost one's flashes from the journal and the BMC before it flashes anything.
@@ -73,6 +74,9 @@ class FirmwareRequest:
     window: str | None = None  # START-END in UTC
     wait: bool = True  # outside the window: wait for it (False: the waves are not attempted)
     actor: str = ""
+    #: The servers in service that are live Kubernetes nodes, drained before and uncordoned after (None: none is); the
+    #: waves are already split so that none takes more of a rack than --max-unavailable (:func:`split_waves`).
+    drain: DrainPlan | None = None
 
 
 @dataclass
@@ -88,6 +92,7 @@ class FirmwareRunData:
     threshold: str
     window: str | None = None
     wait: bool = True
+    drain: DrainPlan | None = None
 
 
 @dataclass
@@ -292,7 +297,7 @@ class FirmwareCampaignWorkflow(Description[FirmwareRequest, FirmwareRunData, Ser
                  for k, w in enumerate(waves) for n in w]  # fmt: skip
         run = FirmwareRunData(journal.job_id, request.actor, request.label, request.args, request.options,
                               Threshold.parse(request.threshold).limit(len(got)), request.threshold, request.window,
-                              request.wait)  # fmt: skip
+                              request.wait, request.drain)  # fmt: skip
         kept = FirmwareKept(got, {n: str(why) for n, why in busy.items()}, {u.key: u.wave for u in units})
         return Opened(run, units, kept, concurrency=WAVE_CONCURRENCY, job=journal.job_id, attempts=FLASH_ATTEMPTS)
 
@@ -372,8 +377,11 @@ class FirmwareCampaignWorkflow(Description[FirmwareRequest, FirmwareRunData, Ser
             why = batch.problems.get(name) or f"{name}: no BMC"
             return ServerDone(name, False, why, rows=server_rows(campaign, data.wave, name, why))
         try:
-            [r] = await sweep_async("bmc", [target], campaign.op, fleets=batch.fleets)
-        except FleetError as e:  # the server's BMC driver is not installed here: no attempt would do better
+            async with maintenance(run.drain, name, job=run.job, why="firmware update") as held:
+                [r] = await sweep_async("bmc", [target], campaign.op, fleets=batch.fleets)
+                if not r.ok:
+                    held.failed(f"firmware update failed: {r.error}")
+        except FleetError as e:  # no BMC driver here, or the drain did not finish: never flashed, no attempt would do better
             return ServerDone(name, False, str(e), rows=server_rows(campaign, data.wave, name, str(e)))
         if earlier and name in campaign.results:
             done = campaign.results[name]
@@ -404,11 +412,26 @@ FIRMWARE = register(FirmwareCampaignWorkflow())
 
 
 def request(waves: list[list[str]], options: CampaignOptions, *, label: str, args: dict[str, Any], threshold: Threshold,
-            window: str | None, wait: bool, actor: str) -> FirmwareRequest:  # fmt: skip
-    """The campaign as plain data, made once by the command."""
-    return FirmwareRequest(label, args, options, [w for w in waves if w], str(threshold), window, wait, actor)
+            window: str | None, wait: bool, actor: str, drain: DrainPlan | None = None) -> FirmwareRequest:  # fmt: skip
+    """The campaign as plain data, made once by the command (its waves split by the drain plan's)."""
+    return FirmwareRequest(label, args, options, split_waves([w for w in waves if w], drain), str(threshold), window, wait, actor,
+                           drain)  # fmt: skip
+
+
+def split_waves(waves: list[list[str]], drain: DrainPlan | None) -> list[list[str]]:
+    """Each campaign wave split by the drain plan's waves (in their order), so that no wave drains more of a rack than
+    --max-unavailable lets go at once; servers that are no node stay in their campaign wave's first part."""
+    if drain is None:
+        return waves
+    out: list[list[str]] = []
+    for w in waves:
+        parts: dict[int, list[str]] = {}
+        for n in w:
+            parts.setdefault(drain.wave(n), []).append(n)
+        out += [parts[k] for k in sorted(parts)]
+    return out
 
 
 __all__ = ["FIRMWARE", "FirmwareCampaignWorkflow", "FirmwareKept", "FirmwareReport", "FirmwareRequest", "FirmwareRunData",
            "FirmwareTally", "ServerDone", "ServerWork", "check_image_base", "failed_count", "report_of", "request",
-           "unit_limit"]  # fmt: skip
+           "split_waves", "unit_limit"]  # fmt: skip

@@ -48,6 +48,7 @@ from fleetctl.store import get_engine
 from fleetctl.store import tables as T
 from fleetctl.workflows.describe import Context, Description, Opened, Outcome, Unit, register, run_local
 from fleetctl.workflows.journal import JobState, Journal
+from fleetctl.workflows.maintained import NotDrained, maintenance
 from fleetctl.workflows.provision.engine import NOT_READY, Provisioner
 from fleetctl.workflows.provision.model import ErrorKind, Failure, Options, Progress, Result
 
@@ -273,7 +274,10 @@ class ProvisionWorkflow(Description[ProvisionRequest, ProvisionRun, ServerWork, 
             raise
         rows = [ServerDone.of(p.progress[n]) for n in request.names if n in p.progress and n not in work]
         run = ProvisionRun(job, request.label, request.actor, request.options, started)
-        units = [Unit(n, p.ctx[n].site, ServerWork(n, p.ctx[n].id, p.ctx[n].site, p.ctx[n].in_service), UNIT_TIMEOUT_S) for n in work]
+        drain = request.options.drain
+        # A live node is drained first (its own timeout on top), in its wave under --max-unavailable.
+        units = [Unit(n, p.ctx[n].site, ServerWork(n, p.ctx[n].id, p.ctx[n].site, p.ctx[n].in_service),
+                      UNIT_TIMEOUT_S + (drain.timeout_s if drain else 0.0), wave=drain.wave(n) if drain else 0) for n in work]  # fmt: skip
         # In process ``--concurrency`` bounds the servers worked at once; on Temporal every unit is started, and each
         # worker bounds what it runs by its own activity slots (`fleetctl worker --activities`), as before.
         concurrency = request.options.concurrency if ctx.engine == "process" else max(1, len(units))
@@ -324,7 +328,13 @@ class ProvisionWorkflow(Description[ProvisionRequest, ProvisionRun, ServerWork, 
             p.ctx[data.name].in_service = data.in_service
             await p.reread(data.name)
         try:
-            await p.server(data.name)
+            async with maintenance(run.options.drain, data.name, job=run.job, why="provision --reprovision") as kept:
+                await p.server(data.name)
+                done = p.progress[data.name]
+                if done.result != Result.READY:
+                    kept.failed(f"provisioning {done.result}: {done.error or ''}".rstrip(": "))
+        except NotDrained as e:  # the drain did not finish: the server is not reprovisioned
+            p.update(data.name, result=Result.FAILED, error=str(e))
         except asyncio.CancelledError:
             # Cancelled (`fleetctl jobs cancel`, Ctrl-C): the step stops where it is, its row left running (the next run
             # resumes from it). What it queued for the journal is written first: nothing lands after close.

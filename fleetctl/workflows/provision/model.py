@@ -9,6 +9,7 @@ from typing import Any
 
 from fleetctl.errors import FleetError, Timeout
 from fleetctl.lifecycle.locks import Refused
+from fleetctl.workflows.maintained import DrainPlan
 
 # NICs that are a BMC's own port: never moved to the provisioning VLAN.
 BMC_NIC_NAMES = frozenset({"bmc", "ipmi", "oob", "ilo", "idrac", "xcc", "mgmt-bmc"})
@@ -35,6 +36,8 @@ class Options:
     poll_s: float = 2.0
     firmware_timeout_s: float = 3600.0
     url: str | None = None
+    #: Servers reprovisioned in service that are live Kubernetes nodes: drained first, uncordoned when ready again.
+    drain: DrainPlan | None = None
 
 
 @dataclass
