@@ -142,7 +142,7 @@ def _firmware(conn: Any, servers: list[str]) -> dict[str, str]:
         with_baseline += [r.name for r in conn.execute(q)]
     if not with_baseline:
         return {}
-    last = last_swept(conn, "server", with_baseline, before=2**62)
+    last = last_swept(conn, "server", with_baseline, before=2**31 - 1)  # every run (ids are 32-bit on PostgreSQL)
     out = {s: "unknown" for s in with_baseline}
     by_run: dict[int, list[str]] = {}
     for s, rid in last.items():

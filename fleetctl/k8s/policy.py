@@ -159,11 +159,22 @@ class Policy(_Strict):
 ZONE = "topology.kubernetes.io/zone"
 
 
+#: The keys of each part of a policy file, for the message naming a key that is none of them.
+_KEYS: dict[tuple[str, ...], str] = {
+    (): "condition, unhealthy, taint, unfit, breaker, labels",
+    ("unfit", "*"): "check, status",
+    ("breaker",): "pool, share, at_least",
+    ("labels",): "prefix, zone",
+}
+
+
 def _message(e: ValidationError) -> tuple[tuple[Any, ...], str]:
     err = e.errors()[0]
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        msg = "not a policy key (condition, unhealthy, taint, unfit, breaker, labels: docs/kubernetes.md)"
+        section = tuple("*" if isinstance(p, int) else p for p in err["loc"][:-1])
+        keys = _KEYS.get(section, _KEYS[()])
+        msg = f"not a policy key (here: {keys}; docs/kubernetes.md)"
     return tuple(err["loc"]), msg
 
 

@@ -179,6 +179,23 @@ def test_the_circuit_breaker_taints_none_sets_conditions_and_exits_7(cli: Any, f
     assert [t["key"] for t in _taints(k8s, "gpu-b")] == [UNFIT] and [t["key"] for t in _taints(k8s, "gpu-c")] == [UNFIT]
 
 
+@pytest.mark.parametrize(("short", "tripped"), [(("gpu-b", "gpu-c"), None), (("gpu-a", "gpu-b"), "the pool example.com/pool=p1")])
+def test_the_breaker_s_pools_by_a_node_label(cli: Any, fleet: Fleet, tmp_path: Path, short: tuple[str, str], tripped: str | None) -> None:
+    k8s = fleet(short=dict.fromkeys(short, 6))
+    for name, pool in (("gpu-a", "p1"), ("gpu-b", "p1"), ("gpu-c", "p2"), ("gpu-d", "p2")):
+        _patch(k8s, name, {"metadata": {"labels": {"example.com/pool": pool}}})
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("breaker: {pool: 'label:example.com/pool', share: 0.5, at_least: 0}\n")
+    r = _sweep(cli, "--policy", str(policy))
+    unfit = {n for n in SERVERS if any(t["key"] == UNFIT for t in _taints(k8s, n))}
+    if tripped is None:  # one of each pool of two: within half of each (the rack's default bound would have tripped)
+        assert r.code == 5, r.err
+        assert unfit == set(short)
+    else:
+        assert r.code == 7, r.err
+        assert unfit == set() and f"2 of the 2 nodes of {tripped} tainted" in r.err, r.err
+
+
 def test_no_publish_leaves_the_nodes_alone(cli: Any, fleet: Fleet) -> None:
     k8s = fleet(short={"gpu-b": 6})
     before = _versions(k8s)
