@@ -11,7 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from fleetctl.cli.common import OutputOpt, a_path
+from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, a_path
+from fleetctl.cli.maintain import DrainTimeoutOpt, EmptyDirOpt, ForceDrainOpt, GraceOpt, RetryOpt
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -48,11 +49,15 @@ def status(targets: TargetsArg = None, output: OutputOpt = Format.table) -> None
         servers = resolve(c, targets or ["all"])
         refs = node_refs(c, [s.name for s in servers])
     found = statuses(refs)
+    with conn() as c:
+        from fleetctl.k8s.maintenance import held
+
+        holding = {h.server: h for h in held(c)}  # the nodes fleetctl holds cordoned, and why
     if not any(s.node is not None for s in found):
         names = ", ".join(f"{s.ref.server} (looked for {', '.join(s.ref.candidates()) or 'no valid node name'})" for s in found[:3])
         raise NotFound(f"no node in the cluster for {names}{' ...' if len(found) > 3 else ''}")
     if output != Format.table:
-        emit([s.row() for s in found], output)
+        emit([{**s.row(), "maintenance": holding[s.ref.server].row() if s.ref.server in holding else None} for s in found], output)
         return
     rows, pod_rows = [], []
     for s in found:
@@ -79,6 +84,10 @@ def status(targets: TargetsArg = None, output: OutputOpt = Format.table) -> None
          title="Nodes", styles={"ready": _ready_style, "accelerators": _accel_style})  # fmt: skip
     if pod_rows:
         emit(pod_rows, output, columns=["node", "pod", "priority", "class", "owner", "budgets"], title="Pods by priority")
+    mine = [{**h.row(), "since": h.started_at.strftime("%Y-%m-%d %H:%M") if h.started_at else ""}
+            for s in found if (h := holding.get(s.ref.server)) is not None]  # fmt: skip
+    if mine:
+        emit(mine, output, columns=["server", "node", "job", "state", "why", "reason", "since"], title="Held by fleetctl")
 
 
 # --- verdicts and labels (#22 items 4 and 5) ------------------------------------------
@@ -228,3 +237,49 @@ def sync(
         table.append({"server": row["server"], "node": row["node"] or "(no node)", "difference": "\n".join(parts) or "(none)",
                       "applied": ("no (dry run)" if dry_run else "yes") if parts else ""})  # fmt: skip
     emit(table, output, columns=["server", "node", "difference", "applied"], title="Labels" + (" (dry run)" if dry_run else ""))
+
+
+# --- maintenance: cordon, drain, uncordon (docs/kubernetes.md, "Maintenance") --------------------------------------
+
+
+@app.command("cordon")
+def cordon(targets: Annotated[list[str], typer.Argument(help="Servers, racks, selectors: each must be a live node.")],
+           reason: ReasonOpt = None, dry_run: DryRunOpt = False, output: OutputOpt = Format.table) -> None:  # fmt: skip
+    """Cordon each server's node with the fleetctl.io/maintenance taint naming the job (journaled; no drain)."""
+    from fleetctl.cli.maintain import drain_options, k8s_command
+
+    k8s_command(targets, verb="cordon", options=drain_options(600.0, False, False, None), dry_run=dry_run, output=output, reason=reason)
+
+
+@app.command("drain")
+def drain(
+    targets: Annotated[list[str], typer.Argument(help="Servers, racks, selectors: each must be a live node.")],
+    drain_timeout: DrainTimeoutOpt = 600.0,
+    delete_emptydir_data: EmptyDirOpt = False,
+    force_drain: ForceDrainOpt = False,
+    grace_period: GraceOpt = None,
+    eviction_retry: RetryOpt = 5.0,
+    reason: ReasonOpt = None,
+    dry_run: DryRunOpt = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Cordon and drain each server's node as kubectl drain does (budgets honoured, DaemonSet pods left); it stays cordoned.
+
+    Journaled: killed mid-drain and run again, it resumes. Exit 2 (nothing cordoned): pods with local data without
+    --delete-emptydir-data, pods no controller manages without --force-drain, an unknown node, a cluster that does not
+    answer. Exit 1: a node not drained within --drain-timeout (left cordoned with the taint naming the job).
+    """
+    from fleetctl.cli.maintain import drain_options, k8s_command
+
+    options = drain_options(drain_timeout, delete_emptydir_data, force_drain, grace_period, eviction_retry)
+    k8s_command(targets, verb="drain", options=options, dry_run=dry_run, output=output, reason=reason)
+
+
+@app.command("uncordon")
+def uncordon(targets: Annotated[list[str], typer.Argument(help="Servers, racks, selectors: each must be a live node.")],
+             reason: ReasonOpt = None, dry_run: DryRunOpt = False, output: OutputOpt = Format.table) -> None:  # fmt: skip
+    """Release each server's node: fleetctl's taint removed, uncordoned unless it was cordoned before fleetctl came."""
+    from fleetctl.cli.maintain import drain_options, k8s_command
+
+    k8s_command(targets, verb="uncordon", options=drain_options(600.0, False, False, None), dry_run=dry_run, output=output,
+                reason=reason)  # fmt: skip

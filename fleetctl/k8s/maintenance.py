@@ -40,10 +40,10 @@ from sqlalchemy import insert, select, update
 
 from fleetctl.errors import FleetError
 from fleetctl.holders import Holder, actor
-from fleetctl.interfaces.k8s import DEFAULT_DEADLINE, ClusterClient, ClusterRef, K8sError, Node, NodePatch, Taint
+from fleetctl.interfaces.k8s import DEFAULT_DEADLINE, ClusterClient, ClusterRef, K8sError, Node, NodePatch, Pod, Taint
 from fleetctl.k8s.drain import DrainTimeout, MaintenanceRefused, drain, plan_pods
 from fleetctl.k8s.nodes import NodeRef, node_refs
-from fleetctl.k8s.status import Opener, find_node, statuses
+from fleetctl.k8s.status import FEW, Opener, find_node, statuses
 from fleetctl.k8s.writes import update_node, with_taint, without_taint
 from fleetctl.store import immediate
 from fleetctl.store import tables as T
@@ -163,11 +163,11 @@ def live_nodes(c: Any, servers: Sequence[str], *, opener: Opener | None = None) 
 
 
 def check(c: Any, servers: Sequence[str], *, options: DrainOptions = DrainOptions(), job: int | None = None,
-          opener: Opener | None = None) -> dict[str, NodeRef]:  # fmt: skip
+          opener: Opener | None = None, pods: bool = True) -> dict[str, NodeRef]:  # fmt: skip
     """Everything a maintenance needs, checked before any node is touched; the live nodes (as :func:`live_nodes`).
 
-    Per live node: its pods by kubectl's filters (a dry evaluation: pods with local data without
-    ``delete_emptydir_data``, pods no controller manages without ``force``), and no other job that still runs holding it.
+    Per live node: no other job that still runs holding it, and (``pods``: a drain comes) its pods by kubectl's filters
+    (a dry evaluation: pods with local data without ``delete_emptydir_data``, pods no controller manages without ``force``).
 
     Raises:
         MaintenanceRefused: (exit 2) every refusal of every node, in one line.
@@ -180,21 +180,33 @@ def check(c: Any, servers: Sequence[str], *, options: DrainOptions = DrainOption
         assert ref.cluster is not None
         by_cluster.setdefault(ref.cluster, []).append(ref)
     engine = c.engine
-    for cluster, refs in by_cluster.items():
-        with (opener or _opener(DEFAULT_DEADLINE))(cluster) as client:
-            for ref in refs:
-                assert ref.node is not None
-                holder = _holder(engine, ref.server, job)
-                if holder is not None:
-                    refusals.append(holder)
-                    continue
-                plan = plan_pods(client.pods(ref.node), delete_emptydir_data=options.delete_emptydir_data, force=options.force)
-                if plan.refused:
-                    refusals.append(f"{ref.server}: {plan.refusal(ref.node)}")
+    for ref in live.values():
+        holder = _holder(engine, ref.server, job)
+        if holder is not None:
+            refusals.append(holder)
+    if pods and not refusals:
+        for cluster, refs in by_cluster.items():
+            with (opener or _opener(DEFAULT_DEADLINE))(cluster) as client:
+                # A few nodes: each one's pods by a field selector; many: one listing of every pod (as k8s status reads).
+                every = _pods_by_node(client.pods()) if len(refs) > FEW else None
+                for ref in refs:
+                    assert ref.node is not None
+                    on = every.get(ref.node, []) if every is not None else client.pods(ref.node)
+                    plan = plan_pods(on, delete_emptydir_data=options.delete_emptydir_data, force=options.force)
+                    if plan.refused:
+                        refusals.append(f"{ref.server}: {plan.refusal(ref.node)}")
     if refusals:
         more = f"; and {len(refusals) - 3} more" if len(refusals) > 3 else ""
         raise MaintenanceRefused("; ".join(refusals[:3]) + more + " (nothing was cordoned)")
     return live
+
+
+def _pods_by_node(pods: Sequence[Pod]) -> dict[str, list[Pod]]:
+    out: dict[str, list[Pod]] = {}
+    for p in pods:
+        if p.node:
+            out.setdefault(p.node, []).append(p)
+    return out
 
 
 def _node_of(c: Any, server: str, opener: Opener) -> tuple[NodeRef, ClusterClient, Node] | None:
@@ -308,20 +320,20 @@ def _take(engine: Any, ref: NodeRef, node: Node, *, job: int, why: str, state: s
     return _row(out)
 
 
-def _set(engine: Any, row_id: int, *, action: str, server: str, note: str, reason: str | None = None, **values: Any) -> None:
-    """Update the row and write the audit log's line, in one transaction."""
-    values.setdefault("updated_at", utcnow())
+def _set(engine: Any, row_id: int, *, action: str, server: str, note: str, values: dict[str, Any]) -> None:
+    """Update the row (``values``) and write the audit log's line (its reason: the row's), in one transaction."""
+    values = {"updated_at": utcnow(), **values}
     with immediate(engine) as conn:
         conn.execute(update(T.k8s_maintenance).where(T.k8s_maintenance.c.id == row_id).values(**values))
-        _audit(conn, server, action, note, reason)
+        _audit(conn, server, action, note, values.get("reason"))
 
 
 def _hold(engine: Any, row: MaintenanceRow, reason: str, detail: dict[str, Any] | None = None) -> None:
     values: dict[str, Any] = {"state": HELD, "reason": reason[:REASON_MAX]}
     if detail is not None:
         values["detail"] = detail
-    _set(engine, row.id, action="k8s.maintenance.held", server=row.server, reason=reason[:REASON_MAX],
-         note=f"node {row.node} left cordoned, tainted {TAINT_KEY}=job-{row.job}", **values)  # fmt: skip
+    _set(engine, row.id, action="k8s.maintenance.held", server=row.server,
+         note=f"node {row.node} left cordoned, tainted {TAINT_KEY}=job-{row.job}", values=values)  # fmt: skip
 
 
 # --- enter, leave, held --------------------------------------------------------------
@@ -367,8 +379,9 @@ def enter(c: Any, server: str, *, job: int, why: str, options: DrainOptions = Dr
             _hold(engine, row, str(e))
             raise
         _set(engine, row.id, action="k8s.maintenance.drained", server=server,
-             note=f"node {node.name}: {len(result.evicted)} pod(s) evicted in {result.waited_s:.1f} s", state=DRAINED,
-             evicted=row.evicted + len(result.evicted), waited_s=row.waited_s + result.waited_s, detail=result.summary())  # fmt: skip
+             note=f"node {node.name}: {len(result.evicted)} pod(s) evicted in {result.waited_s:.1f} s",
+             values={"state": DRAINED, "evicted": row.evicted + len(result.evicted), "waited_s": row.waited_s + result.waited_s,
+                     "detail": result.summary()})  # fmt: skip
     return Entered(server, row.cluster, row.node, job, row.was_cordoned, len(result.evicted), result.waited_s)
 
 
@@ -395,7 +408,7 @@ def _release(c: Any, row: MaintenanceRow, opener: Opener, *, action: str = "k8s.
             if e.status != 404:
                 raise
             note = f"node {row.node}: no longer in its cluster; nothing to uncordon"
-    _set(c.engine, row.id, action=action, server=row.server, note=note, state=RELEASED, released_at=utcnow(), reason=None)
+    _set(c.engine, row.id, action=action, server=row.server, note=note, values={"state": RELEASED, "released_at": utcnow(), "reason": None})
 
 
 def leave(c: Any, server: str, *, job: int, ok: bool, reason: str = "", opener: Opener | None = None) -> None:
