@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Discovery benchmark: `fleetctl discover --range` over a /16 of loopback holding lab BMCs, the rest closed.
+
+A lab (``fleetctl_lab.daemon.lab_up``, TLS, address mode) puts ``--bmcs`` BMCs
+on consecutive addresses from ``127.20.0.1`` on port ``--port``; every other
+address of ``127.20.0.0/16`` refuses (Linux routes all of 127/8 to lo). Then,
+one after the other, each in a process of its own:
+
+1. ``fleetctl discover --range 127.20.0.0/16 --port P -o json --no-switches``
+   (the real CLI, an empty inventory): wall time, its CPU (user+sys, os.wait4),
+   peak RSS, and how many service roots it found.
+2. The floor: a bare asyncio client doing the same probe (TLS handshake,
+   ``GET /redfish/v1``, read to the end, ``json.loads``, the certificate's
+   SHA-256) under the same bound of connections at once, no rate limit, no
+   per-/24 bound, nothing else: what any client must at least spend.
+3. ``nmap -p P --open -n -Pn -T4 127.20.0.0/16`` where nmap is installed
+   (Debian package nmap): the scanner most operators would reach for. It
+   only finds open ports (no TLS, no HTTP), so it answers less.
+
+fleetctl runs with ``--rate`` raised out of the way (its default, 2,000 new
+connections a second, is a politeness bound for real management networks:
+a /16 at that rate takes 33 s by design), and the lab's CPU over each window
+is printed beside (on 2 cores the lab competes with the client).
+
+Prints the figures and the ratio to the floor (target: within 1.3x); asserts
+nothing. The load average is printed: other work on the machine changes
+every figure.
+
+    .venv/bin/python bench/discover.py [--bmcs 1000] [--prefix 16] [--port 443] [--concurrency 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+FLEETCTL = [str(BIN / "fleetctl")] if (BIN / "fleetctl").exists() else [sys.executable, "-m", "fleetctl.cli.app"]
+FLOOR_TARGET = 1.3
+BASE = "127.20.0.1"
+
+# The floor: a bare asyncio probe of every address, in a child process (stdlib only).
+FLOOR = r'''
+import asyncio, hashlib, ipaddress, json, ssl, sys
+net, port, conc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+found = 0
+async def one(a):
+    global found
+    try:
+        r, w = await asyncio.wait_for(asyncio.open_connection(a, port, ssl=ctx), 3)
+    except OSError:
+        return
+    except asyncio.TimeoutError:
+        return
+    try:
+        hashlib.sha256(w.get_extra_info("ssl_object").getpeercert(True)).hexdigest()
+        w.write(f"GET /redfish/v1 HTTP/1.1\r\nHost: {a}\r\nConnection: close\r\n\r\n".encode())
+        data = await asyncio.wait_for(r.read(), 10)
+        head, _, body = data.partition(b"\r\n\r\n")
+        if b"chunked" in head.lower():
+            out, rest = b"", body
+            while rest:
+                size, _, rest = rest.partition(b"\r\n"); n = int(size, 16)
+                if not n: break
+                out, rest = out + rest[:n], rest[n + 2:]
+            body = out
+        if "RedfishVersion" in json.loads(body):
+            found += 1
+    except Exception:
+        pass
+    finally:
+        w.close()
+async def main():
+    it = iter(str(a) for a in ipaddress.ip_network(net).hosts())
+    async def worker():
+        for a in it:
+            await one(a)
+    await asyncio.gather(*(worker() for _ in range(conc)))
+asyncio.run(main())
+print(json.dumps({"found": found}))
+'''
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def proc_cpu(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def measured(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run a child: wall, CPU (user+sys) and peak RSS from os.wait4, and its stdout."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, cwd=REPO)
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024, "rc": os.waitstatus_to_exitcode(status),
+                "stdout": out.read().decode(errors="replace"), "stderr": err.read().decode(errors="replace")}  # fmt: skip
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETCTL_")}
+    env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--bmcs", type=int, default=1000)
+    p.add_argument("--prefix", type=int, default=16, help="the range probed: 127.20.0.0/PREFIX")
+    p.add_argument("--port", type=int, default=443)
+    p.add_argument("--concurrency", type=int, default=512)
+    args = p.parse_args()
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    sys.path.insert(0, str(REPO))
+    from fleetctl_lab.bmc.spec import generate_specs
+    from fleetctl_lab.daemon import lab_down, lab_up
+
+    net = f"127.20.0.0/{args.prefix}"
+    say(f"bench/discover.py: {args.bmcs} lab BMCs on {BASE}.. port {args.port} (TLS), probing {net}; "
+        f"concurrency {args.concurrency}; {os.cpu_count()} CPUs, load {load()}")  # fmt: skip
+    tmp = Path(tempfile.mkdtemp(prefix="fleetctl-bench-discover-"))
+    rows: list[tuple[str, str, str, str, str, str]] = []
+    try:
+        t0 = time.perf_counter()
+        st = lab_up(generate_specs(args.bmcs), tmp / "lab",
+                    config={"tls": True, "address_mode": "address", "base_address": BASE, "port": args.port}, timeout=900)  # fmt: skip
+        lab_pid = int(st["pid"])
+        say(f"lab up in {time.perf_counter() - t0:.1f} s (pid {lab_pid}); load {load()}")
+        env = child_env(FLEETCTL_DB=str(tmp / "fleet.db"), FLEETCTL_DATA_DIR=str(tmp / "data"))
+        subprocess.run([*FLEETCTL, "db", "upgrade"], env=env, check=True, capture_output=True)
+
+        lab0 = proc_cpu(lab_pid)
+        r = measured([*FLEETCTL, "discover", "--range", net, "--port", str(args.port), "--no-switches", "-o", "json",
+                      "--concurrency", str(args.concurrency), "--per-subnet", str(args.concurrency), "--rate", "1000000"], env)  # fmt: skip
+        lab_f = proc_cpu(lab_pid) - lab0
+        if r["rc"] != 0:
+            say(f"fleetctl discover failed (exit {r['rc']}): {r['stderr'][-2000:]}")
+            return 1
+        doc = json.loads(r["stdout"])
+        found_f = doc["answers"].get("redfish", 0)
+        rows.append(("fleetctl discover", f"{r['wall']:.2f}", f"{r['cpu']:.2f}", f"{r['rss_mb']:.0f}", f"{found_f}", f"{lab_f:.2f}"))
+        say(f"fleetctl: {r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU, {r['rss_mb']:.0f} MB; answers {doc['answers']}; load {load()}")
+
+        lab0 = proc_cpu(lab_pid)
+        b = measured([sys.executable, "-c", FLOOR, net, str(args.port), str(args.concurrency)], env)
+        lab_b = proc_cpu(lab_pid) - lab0
+        found_b = json.loads(b["stdout"])["found"] if b["rc"] == 0 else -1
+        rows.append(("bare asyncio (floor)", f"{b['wall']:.2f}", f"{b['cpu']:.2f}", f"{b['rss_mb']:.0f}", f"{found_b}", f"{lab_b:.2f}"))
+        say(f"floor: {b['wall']:.2f} s wall, {b['cpu']:.2f} s CPU, {b['rss_mb']:.0f} MB; found {found_b}; load {load()}")
+
+        nmap = shutil.which("nmap")
+        if nmap:
+            lab0 = proc_cpu(lab_pid)
+            n = measured([nmap, "-p", str(args.port), "--open", "-n", "-Pn", "-T4", "-oG", "-", net], env)
+            lab_n = proc_cpu(lab_pid) - lab0
+            open_ports = sum(1 for line in n["stdout"].splitlines() if "/open/" in line)
+            rows.append((f"nmap -p {args.port} --open", f"{n['wall']:.2f}", f"{n['cpu']:.2f}", f"{n['rss_mb']:.0f}", f"{open_ports} open",
+                         f"{lab_n:.2f}"))  # fmt: skip
+        else:
+            say("nmap: skipped (not installed; Debian package nmap)")
+    finally:
+        lab_down(tmp / "lab")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    say("")
+    head = ("client", "wall s", "CPU s", "peak RSS MB", "found", "lab CPU s")
+    widths = [max(len(str(x[i])) for x in [head, *rows]) for i in range(len(head))]
+    for row in [head, *rows]:
+        say("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    ratio = float(rows[0][1]) / float(rows[1][1])
+    cpu_ratio = float(rows[0][2]) / float(rows[1][2])
+    say(f"\nfleetctl / floor: wall {ratio:.2f}x, CPU {cpu_ratio:.2f}x (target: within {FLOOR_TARGET}x) -> "
+        f"{'met' if ratio <= FLOOR_TARGET else 'MISSED'}; found {found_f} of {args.bmcs} -> {'met' if found_f == args.bmcs else 'MISSED'}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
