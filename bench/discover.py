@@ -137,7 +137,7 @@ def main() -> int:
     args = p.parse_args()
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     sys.path.insert(0, str(REPO))
     from fleetctl_lab.bmc.spec import generate_specs
@@ -197,8 +197,9 @@ def main() -> int:
         say("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
     ratio = float(rows[0][1]) / float(rows[1][1])
     cpu_ratio = float(rows[0][2]) / float(rows[1][2])
-    say(f"\nfleetctl / floor: wall {ratio:.2f}x, CPU {cpu_ratio:.2f}x (target: within {FLOOR_TARGET}x) -> "
-        f"{'met' if ratio <= FLOOR_TARGET else 'MISSED'}; found {found_f} of {args.bmcs} -> {'met' if found_f == args.bmcs else 'MISSED'}")  # fmt: skip
+    verdict = "met" if ratio <= FLOOR_TARGET else "MISSED"
+    say(f"\nfleetctl / floor: wall {ratio:.2f}x, CPU {cpu_ratio:.2f}x (target: within {FLOOR_TARGET}x) -> {verdict}; "
+        f"found {found_f} of {args.bmcs} -> {'met' if found_f == args.bmcs else 'MISSED'}")  # fmt: skip
     return 0
 
 
