@@ -34,7 +34,13 @@ MAINTENANCE_TAINT = "fleetctl.io/maintenance"
 _CAMEL = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_KEY = re.compile(rf"^({_PREFIX}/)?{_NAME}$")
+_KEY_RE = re.compile(rf"^({_PREFIX}/)?{_NAME}$")
+
+
+def qualified_name(key: str) -> bool:
+    """A label or taint key the API accepts: an optional DNS-subdomain prefix of at most 253 and /, a name of at most 63."""
+    prefix, sep, name = key.rpartition("/")
+    return bool(_KEY_RE.match(key)) and len(name) <= 63 and (not sep or len(prefix) <= 253)
 
 #: The default policy: every key a policy file may set, with its value.
 #: NOTE: the unfit checks are the ones that say a board cannot run a job (missing, failing, lost from the OS or the
@@ -86,7 +92,7 @@ class Breaker(_Strict):
         if v == "rack":
             return v
         kind, sep, key = v.partition(":")
-        if kind != "label" or not sep or not _KEY.match(key):
+        if kind != "label" or not sep or not qualified_name(key):
             raise ValueError(f"{v!r}: use rack, or label:KEY with a node label key")
         return v
 
@@ -140,7 +146,7 @@ class Policy(_Strict):
     @field_validator("taint")
     @classmethod
     def _taint(cls, v: str) -> str:
-        if not _KEY.match(v) or len(v.partition("/")[2] or v) > 63:
+        if not qualified_name(v):
             raise ValueError(f"{v!r}: not a taint key (an optional DNS prefix, /, a name of at most 63 characters)")
         if v == MAINTENANCE_TAINT:
             raise ValueError(f"{v!r} is the drain's taint; the verdicts need a key of their own")

@@ -4,7 +4,9 @@ from the inventory, the cabling plan, the sweep's firmware verdict and burn-in (
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -124,3 +126,18 @@ def test_computed_from_the_inventory_cabling_firmware_and_burn_in(example_loaded
     with get_engine().connect() as c:
         keys = set(compute(c, node_refs(c, [r1]), other)[r1])
     assert "example.org/rack" in keys and "topology.kubernetes.io/zone" in keys and not any(k.startswith("fleetctl.io/") for k in keys)
+
+
+API_CASES = json.loads((Path(__file__).resolve().parents[2] / "data" / "k8s" / "labels" / "apimachinery-validation-cases.json").read_text())
+
+
+@pytest.mark.parametrize("value", API_CASES["label_value"]["valid"])
+def test_the_api_s_valid_values_are_kept(value: str) -> None:
+    assert valid_value(value) and label_value(value) == value
+
+
+@pytest.mark.parametrize("value", API_CASES["label_value"]["invalid"])
+def test_the_api_s_invalid_values_are_made_valid(value: str) -> None:
+    assert not valid_value(value)
+    v = label_value(value)
+    assert v != value and API_VALUE.match(v) and len(v) <= 63

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from fleetctl.errors import InputError
 from fleetctl.k8s.policy import DEFAULT_POLICY, ENV, Policy, load
@@ -78,3 +80,20 @@ def test_an_unreadable_file_is_one_line(tmp_path: Path, case: str) -> None:
     with pytest.raises(InputError) as e:
         load(f)
     assert e.value.exit_code == 2 and "\n" not in str(e.value) and str(f) in str(e.value)
+
+
+API_CASES = json.loads((Path(__file__).resolve().parents[2] / "data" / "k8s" / "labels" / "apimachinery-validation-cases.json").read_text())
+
+
+@pytest.mark.parametrize("key", API_CASES["qualified_name"]["valid"])
+def test_a_key_the_api_takes_is_a_taint_and_a_pool_label(key: str) -> None:
+    p = Policy.model_validate({"taint": key, "breaker": {"pool": f"label:{key}"}})
+    assert p.taint == key and p.breaker.label == key
+
+
+@pytest.mark.parametrize("key", API_CASES["qualified_name"]["invalid"])
+def test_a_key_the_api_refuses_is_refused(key: str) -> None:
+    with pytest.raises(ValidationError):
+        Policy.model_validate({"taint": key})
+    with pytest.raises(ValidationError):
+        Policy.model_validate({"breaker": {"pool": f"label:{key}"}})
