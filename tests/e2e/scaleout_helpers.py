@@ -225,3 +225,40 @@ def use_engine(engine: str, workers: Workers, monkeypatch: Any, *sites: str) -> 
         workers.wait_ready()
     else:
         monkeypatch.delenv("FLEETCTL_TEMPORAL")
+
+
+async def histories(address: str) -> dict[str, dict[str, Any]]:
+    """Every workflow's history as JSON, by workflow id."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    out = {}
+    async for wf in client.list_workflows():
+        out[wf.id] = (await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()).to_json_dict()
+    return out
+
+
+def history_text(hist: dict[str, dict[str, Any]]) -> str:
+    """The histories as one text, every payload's data decoded (Temporal's JSON keeps them base64-encoded): what a
+    check for a secret must read, or it would search base64 and never find anything."""
+    import base64
+    import binascii
+    import contextlib
+    import json
+
+    parts = [json.dumps(hist)]
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k == "data" and isinstance(v, str):
+                    with contextlib.suppress(binascii.Error, ValueError):  # not base64: kept as it is, in the dump
+                        parts.append(base64.b64decode(v, validate=True).decode("utf-8", "replace"))
+                else:
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(hist)
+    return "\n".join(parts)
