@@ -77,16 +77,23 @@ def execute(
     output: Format = Format.table,
     columns: list[str] | None = None,
     title: str | None = None,
+    after: Callable[[list[Any]], dict[str, dict[str, Any]]] | None = None,
 ) -> list[Any]:
-    """Run the operation over the servers' BMCs, print one row per server, exit 1 if any failed."""
+    """Run the operation over the servers' BMCs, print one row per server, exit 1 if any failed.
+
+    ``after(outcomes)``: called once the operation ended, before the rows are printed (a maintenance leaves its nodes
+    there); what it returns per server is added to that server's row.
+    """
     from fleetctl.cli.output import emit
 
     outcomes = run_with_progress(servers, operation, kind=kind, targets=targets, args=args, output=output)
+    extra = after(outcomes) if after is not None else {}
     rows = []
     for o in outcomes:
         row = {"server": o.server, "ok": o.ok}
         if o.ok and describe is not None:
             row.update(describe(o.value))
+        row.update(extra.get(o.server, {}))
         row["error"] = o.error
         row["elapsed"] = round(o.elapsed, 2)
         rows.append(row)

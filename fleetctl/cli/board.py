@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, free_text, non_empty, whole
+from fleetctl.cli.maintain import DrainTimeoutOpt, EmptyDirOpt, ForceDrainOpt, GraceOpt, NoDrainOpt
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -102,10 +103,19 @@ def set_(
     model: Annotated[str | None, typer.Option(help="Board model name.")] = None,
     state: Annotated[str | None, typer.Option(help="ok, suspect, failed, rma (along the board transition table).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Allow a state change the board transition table refuses (audited).")] = False,
+    drain_timeout: DrainTimeoutOpt = 600.0,
+    delete_emptydir_data: EmptyDirOpt = False,
+    force_drain: ForceDrainOpt = False,
+    grace_period: GraceOpt = None,
+    no_drain: NoDrainOpt = False,
     dry_run: DryRunOpt = False,
     reason: ReasonOpt = None,
 ) -> None:
-    """Change a board: move it, or mark it suspect, failed or sent for RMA (`docs/model.md`: board states)."""
+    """Change a board: move it, or mark it suspect, failed or sent for RMA (`docs/model.md`: board states).
+
+    Sent for RMA (``--state rma``) in a server that is a live Kubernetes node, the node is cordoned and drained first
+    (the board is about to be pulled) and stays cordoned, held, until `fleetctl k8s uncordon` (docs/kubernetes.md).
+    """
     from fleetctl.cli.common import show_plan
     from fleetctl.inventory import edits
     from fleetctl.inventory.queries import is_board
@@ -126,10 +136,60 @@ def set_(
                     setattr(board, field, value)
 
         show_plan(edit_site(site_name, mutate, action="board.set", dry_run=dry_run, reason=reason), dry_run=dry_run)
+    if state == "rma" and not no_drain:
+        from fleetctl.cli.maintain import drain_options
+
+        _rma_drained(serial, holder, options=drain_options(drain_timeout, delete_emptydir_data, force_drain, grace_period),
+                     reason=reason, dry_run=dry_run, force=force)  # fmt: skip
+        return
     if state is not None:
         old = set_board_state(serial, state, reason=reason, dry_run=dry_run, force=force)
         done = f"state {old} -> {state}" if old != state else f"already {state}, nothing done"
         typer.echo(f"board {serial}: {done}{' (dry run)' if dry_run else ''}")
+
+
+def _rma_drained(serial: str, holder: str, *, options: Any, reason: str | None, dry_run: bool, force: bool) -> None:
+    """A board to rma; its server's node, when it is a live one, cordoned and drained first and left held after.
+
+    Checked before anything is touched: the move along the board table (a dry run of it), the cluster, the node, the
+    pods' verdicts. The node stays cordoned whether the move went well (the board is to be pulled) or not.
+    """
+    from fleetctl.cli.maintain import Maintained, check_all
+    from fleetctl.inventory.service import set_board_state
+
+    old = set_board_state(serial, "rma", reason=reason, dry_run=True, force=force)  # refused here: nothing touched yet
+    live = check_all([holder], options) if old != "rma" else {}
+    if dry_run:
+        if holder in live:
+            typer.echo(f"would cordon and drain node {live[holder].node} of {holder} first")
+        typer.echo(f"board {serial}: {f'state {old} -> rma' if old != 'rma' else 'already rma, nothing done'} (dry run)")
+        return
+    held: Maintained | None = None
+    if live:
+        held = Maintained.begin(live, kind="k8s.maintenance", target=holder, options=options, action="board.rma")
+        try:
+            held.enter_all(live, why=f"board.rma {serial}", options=options)
+        except BaseException:
+            held.interrupted()
+            raise
+        if held.failed:
+            held.report_not_drained(Format.table)
+            held.finish()
+            raise typer.Exit(1)
+    try:
+        old = set_board_state(serial, "rma", reason=reason, force=force)
+    except BaseException as e:
+        if held is not None:
+            held.leave(holder, ok=False, reason=f"board.rma {serial} failed: {e}")
+            held.finish()
+        raise
+    done = f"state {old} -> rma" if old != "rma" else "already rma, nothing done"
+    typer.echo(f"board {serial}: {done}")
+    if held is not None:
+        node = held.leave(holder, ok=False, reason=f"board {serial} sent for RMA: `fleetctl k8s uncordon {holder}` once it is "
+                          "replaced or removed")  # fmt: skip
+        held.finish()
+        typer.echo(f"{holder}: node {live[holder].node} {node} (job {held.job})")
 
 
 @app.command("remove")

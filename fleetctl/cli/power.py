@@ -3,16 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
 
 from fleetctl.cli.common import DryRunOpt, OutputOpt, seconds
+from fleetctl.cli.maintain import DrainTimeoutOpt, EmptyDirOpt, ForceDrainOpt, GraceOpt, NoDrainOpt
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
 TargetsArg = Annotated[list[str], typer.Argument(help="Servers, racks, sites, selectors (state=, tag=, model=) or all.")]
-AllowOpt = Annotated[bool, typer.Option("--allow-in-service", help="Also act on servers that are in service.")]
+AllowOpt = Annotated[
+    bool, typer.Option("--allow-in-service", help="Also act on servers in service that are no Kubernetes node (a live node is drained "
+                       "first, without it).")  # fmt: skip
+]
+
+
+@dataclass(frozen=True)
+class DrainArgs:
+    """The drain options of one disruptive command (docs/kubernetes.md)."""
+
+    timeout_s: float = 600.0
+    delete_emptydir_data: bool = False
+    force: bool = False
+    grace_s: int | None = None
+    no_drain: bool = False
+
+    def options(self) -> Any:
+        from fleetctl.cli.maintain import drain_options
+
+        return drain_options(self.timeout_s, self.delete_emptydir_data, self.force, self.grace_s)
 
 
 def _dry(servers: list[Any], action: str) -> None:
@@ -119,17 +140,66 @@ def on(
 
 
 def _disruptive(targets: list[str], *, verb: str, kind: str, allow_in_service: bool, dry_run: bool, output: Format,
-                op: Callable[[Any], Awaitable[Any]], describe: Callable[[Any], dict[str, Any]],
-                args: dict[str, Any] | None = None) -> None:  # fmt: skip
-    """Off, cycle, restart: refuse servers in service, honour --dry-run, run and summarise."""
+                op: Callable[[Any], Awaitable[Any]], describe: Callable[[Any], dict[str, Any]], drain: DrainArgs,
+                args: dict[str, Any] | None = None, keep_cordoned: str | None = None) -> None:  # fmt: skip
+    """Off, cycle, restart: drain the live nodes, refuse the other servers in service, honour --dry-run, run, leave, summarise.
+
+    A server that is a live node of a declared cluster is cordoned and drained first (its pods go through the Eviction
+    API, budgets honoured), so being in service does not refuse it: the drain is what makes the action safe. A server in
+    service that is no node is refused without --allow-in-service, as before. Everything is checked before the first
+    device or node is touched (docs/kubernetes.md). ``keep_cordoned``: the action leaves the server down (off): its node
+    stays cordoned, held with this reason, until `fleetctl k8s uncordon`.
+    """
     from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
+    from fleetctl.cli.maintain import Maintained, check_all
 
     servers = resolve(targets, output)
-    refuse_in_service(servers, allow_in_service)
+    options = drain.options()
+    live = {} if drain.no_drain else check_all([s.name for s in servers], options)
+    refuse_in_service([s for s in servers if s.name not in live], allow_in_service)
     if dry_run:
+        for s in servers:
+            if s.name in live:
+                typer.echo(f"would cordon and drain node {live[s.name].node} of {s.name} first")
         return _dry(servers, verb)
-    execute(servers, op, kind=kind, targets=targets, args=args, output=output, describe=describe,
-            columns=["server", "ok", "action", "error", "elapsed"])  # fmt: skip
+    held: Maintained | None = None
+    go = servers
+    if live:
+        held = Maintained.begin(live, kind="k8s.maintenance", target=" ".join(targets), options=options, action=kind)
+        try:
+            held.enter_all(live, why=kind, options=options, quiet=output != Format.table)
+        except BaseException:
+            held.interrupted()
+            raise
+        go = [s for s in servers if s.name not in held.failed]
+
+    def after(outcomes: list[Any]) -> dict[str, dict[str, Any]]:
+        if held is None:
+            return {}
+        out = {}
+        for o in outcomes:
+            if o.server in held.entered:
+                ok = o.ok and keep_cordoned is None
+                why = (keep_cordoned or "") if o.ok else f"{kind} failed: {o.error}"
+                out[o.server] = {"node": held.leave(o.server, ok=ok, reason=why)}
+        held.finish()
+        return out
+
+    try:
+        if go:
+            columns = ["server", "ok", "action", *(["node"] if held else []), "error", "elapsed"]
+            execute(go, op, kind=kind, targets=targets, args=args, output=output, describe=describe, after=after, columns=columns)
+    except BaseException as e:
+        if held is not None and not held.ended and not isinstance(e, typer.Exit):
+            held.interrupted()
+        raise
+    finally:
+        if held is not None:
+            held.report_not_drained(output)
+    if held is not None:
+        held.finish()
+        if held.failed or held.not_left:
+            raise typer.Exit(1)
 
 
 @app.command("off")
@@ -137,29 +207,48 @@ def off(
     targets: TargetsArg,
     force: Annotated[bool, typer.Option("--force", help="Cut power (ForceOff) instead of a graceful shutdown.")] = False,
     allow_in_service: AllowOpt = False,
+    drain_timeout: DrainTimeoutOpt = 600.0,
+    delete_emptydir_data: EmptyDirOpt = False,
+    force_drain: ForceDrainOpt = False,
+    grace_period: GraceOpt = None,
+    no_drain: NoDrainOpt = False,
     dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Shut servers down (gracefully unless --force)."""
+    """Shut servers down (gracefully unless --force); a live Kubernetes node is drained first and stays cordoned."""
 
     async def op(bmc):  # type: ignore[no-untyped-def]
         return await bmc.power.off(force=force)
 
     _disruptive(targets, verb="force off" if force else "shut down", kind="power.off", allow_in_service=allow_in_service,
                 dry_run=dry_run, output=output, op=op, args={"force": force},
+                drain=DrainArgs(drain_timeout, delete_emptydir_data, force_drain, grace_period, no_drain),
+                keep_cordoned="powered off: uncordon with `fleetctl k8s uncordon` once it is back",
                 describe=lambda sent: {"action": "powering off" if sent else "already off"})  # fmt: skip
 
 
 @app.command("cycle")
-def cycle(targets: TargetsArg, allow_in_service: AllowOpt = False, dry_run: DryRunOpt = False, output: OutputOpt = Format.table) -> None:
-    """Power-cycle servers (off, then on)."""
+def cycle(
+    targets: TargetsArg,
+    allow_in_service: AllowOpt = False,
+    drain_timeout: DrainTimeoutOpt = 600.0,
+    delete_emptydir_data: EmptyDirOpt = False,
+    force_drain: ForceDrainOpt = False,
+    grace_period: GraceOpt = None,
+    no_drain: NoDrainOpt = False,
+    dry_run: DryRunOpt = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Power-cycle servers (off, then on); a live Kubernetes node is drained first, uncordoned after."""
 
     async def op(bmc):  # type: ignore[no-untyped-def]
         await bmc.power.cycle()
         return "cycled"
 
     _disruptive(targets, verb="power-cycle", kind="power.cycle", allow_in_service=allow_in_service, dry_run=dry_run,
-                output=output, op=op, describe=lambda v: {"action": v})  # fmt: skip
+                output=output, op=op,
+                drain=DrainArgs(drain_timeout, delete_emptydir_data, force_drain, grace_period, no_drain),
+                describe=lambda v: {"action": v})  # fmt: skip
 
 
 @app.command("restart")
@@ -167,14 +256,21 @@ def restart(
     targets: TargetsArg,
     graceful: Annotated[bool, typer.Option("--graceful", help="Ask the OS to restart instead of forcing it.")] = False,
     allow_in_service: AllowOpt = False,
+    drain_timeout: DrainTimeoutOpt = 600.0,
+    delete_emptydir_data: EmptyDirOpt = False,
+    force_drain: ForceDrainOpt = False,
+    grace_period: GraceOpt = None,
+    no_drain: NoDrainOpt = False,
     dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Restart servers (forced unless --graceful)."""
+    """Restart servers (forced unless --graceful); a live Kubernetes node is drained first, uncordoned after."""
 
     async def op(bmc):  # type: ignore[no-untyped-def]
         await bmc.power.restart(force=not graceful)
         return "restarted"
 
     _disruptive(targets, verb="restart", kind="power.restart", allow_in_service=allow_in_service, dry_run=dry_run,
-                output=output, op=op, describe=lambda v: {"action": v})  # fmt: skip
+                output=output, op=op,
+                drain=DrainArgs(drain_timeout, delete_emptydir_data, force_drain, grace_period, no_drain),
+                describe=lambda v: {"action": v})  # fmt: skip
