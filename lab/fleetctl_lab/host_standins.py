@@ -135,14 +135,16 @@ echo "sysctl $*" >> {shlex.quote(str(calls_log))}
 """
 
 
-def kubeadm(calls_log: Path | str, root: Path | str) -> str:
-    """``kubeadm join``: records the join and leaves what a joined node has (its kubelet.conf)."""
+def kubeadm(calls_log: Path | str, root: Path | str, joins: Path | str | None = None, name: str = "") -> str:
+    """``kubeadm join``: records the join and leaves what a joined node has (its kubelet.conf); with ``joins``, a file
+    named as the host there, by which the lab's Kubernetes stand-in (``lab k8s up --joined-only``) registers its node."""
     log, kube = shlex.quote(str(calls_log)), shlex.quote(f"{root}/etc/kubernetes")
+    mark = f"mkdir -p {shlex.quote(str(joins))} && date -u +%FT%TZ > {shlex.quote(f'{joins}/{name}')}\n" if joins and name else ""
     return f"""#!/bin/sh
 [ "$1" = join ] || {{ echo "lab kubeadm: only join" >&2; exit 2; }}
 echo "kubeadm join $2" >> {log}
 mkdir -p {kube} && echo joined > {kube}/kubelet.conf
-"""
+{mark}"""
 
 
 def write_script(path: Path, text: str) -> str:

@@ -90,6 +90,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetctl.errors import FleetError
 from fleetctl_lab import host_standins as standins
+from fleetctl_lab.k8s.daemon import JOINS_DIR, K8S_DIR
 from fleetctl_lab.sshserve import close_all, serve_ssh
 
 if TYPE_CHECKING:
@@ -389,7 +390,9 @@ class HostSandbox:
         standins.write_script(self.bin / "amd-smi", standins.amd_smi(self.dev, **accel))
         standins.write_script(self.bin / "rvs", standins.rvs(self.dev, **accel))
         standins.write_script(self.bin / "sysctl", standins.sysctl(self.calls_log))
-        standins.write_script(self.bin / "kubeadm", standins.kubeadm(self.calls_log, self.root))
+        # The join also tells the lab's Kubernetes stand-in (its state folder beside the hosts') that this node registered.
+        standins.write_script(self.bin / "kubeadm", standins.kubeadm(self.calls_log, self.root, self.state_dir / K8S_DIR / JOINS_DIR,
+                                                                     self.spec.name))  # fmt: skip
 
     def device_nodes(self) -> list[str]:
         """Every accelerator device node this host has when nothing is missing, in slot order."""

@@ -15,8 +15,9 @@ app = typer.Typer(no_args_is_help=True, help="The lab's Kubernetes API stand-in:
 
 def _state_dir() -> Path:
     from fleetctl_lab.inventory import lab_dir
+    from fleetctl_lab.k8s.daemon import K8S_DIR
 
-    return lab_dir() / "k8s"
+    return lab_dir() / K8S_DIR
 
 
 @app.command("up")
@@ -27,6 +28,9 @@ def up(
     port: Annotated[int, typer.Option(help="The API server's port (0: any free port).")] = 0,
     http: Annotated[bool, typer.Option("--http", help="Plain HTTP instead of HTTPS.")] = False,
     reschedule: Annotated[float, typer.Option(help="Seconds an evicted pod's replacement takes to be ready elsewhere.")] = 0.5,
+    joined_only: Annotated[
+        bool, typer.Option("--joined-only", help="A server is a node once its lab host ran `kubeadm join` (provisioning does).")
+    ] = False,
     output: OutputOpt = Format.table,
 ) -> None:
     """Serve a Kubernetes API whose nodes are the running lab's servers (or --generate N).
@@ -55,7 +59,7 @@ def up(
             raise InputError(f"no lab spec at {spec}: fleetctl lab up first, or give --generate N", field="--generate")
         source = ["--spec", str(spec)]
     args = [*source, "--pods-per-node", str(pods_per_node), "--gang-size", str(gang_size), "--port", str(port),
-            "--reschedule-s", str(reschedule), *(["--http"] if http else [])]  # fmt: skip
+            "--reschedule-s", str(reschedule), *(["--http"] if http else []), *(["--joined-only"] if joined_only else [])]  # fmt: skip
     st = k8s_up(_state_dir(), args)
     summary = {k: st.get(k) for k in ("url", "nodes", "pods", "kubeconfig", "control_url", "pid")}
     emit_one(summary, output)

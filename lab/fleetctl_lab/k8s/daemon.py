@@ -33,6 +33,10 @@ from fleetctl.errors import FleetError, InputError
 from fleetctl_lab.spawn import spawn_and_wait, stop_detached
 
 K8S_JSON = "k8s.json"
+#: The stand-in's state folder in the lab's, and in it where the lab hosts' ``kubeadm join`` leaves a file named as the
+#: host (lab/fleetctl_lab/host_standins.py).
+K8S_DIR = "k8s"
+JOINS_DIR = "joins"
 LOG_FILE = "k8s.log"
 _MODULE = "fleetctl_lab.k8s.daemon"
 
@@ -75,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gang-size", type=int, default=4)
     p.add_argument("--reschedule-s", type=float, default=0.5)
     p.add_argument("--termination-s", type=float, default=0.0)
+    p.add_argument("--joined-only", action="store_true", help="a server is a node once its host ran kubeadm join (provisioning)")
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
             specs = generate_specs(args.generate)
         cfg = K8sLabConfig(port=args.port, tls=not args.http, state_dir=args.state_dir, pods_per_node=args.pods_per_node,
-                           gang_size=args.gang_size,
+                           gang_size=args.gang_size, joins_dir=args.state_dir / JOINS_DIR if args.joined_only else None,
                            store=StoreConfig(reschedule_s=args.reschedule_s, pod_termination_s=args.termination_s))  # fmt: skip
         asyncio.run(_serve(K8sLab(seeds_from_specs(specs), cfg), args.state_dir))
     except FleetError as e:

@@ -61,6 +61,19 @@ class K8sLabConfig:
     pods_per_node: int = 1
     gang_size: int = 4
     store: StoreConfig = field(default_factory=StoreConfig)
+    #: A folder the lab's hosts' ``kubeadm join`` writes a file into, named as the host; None: every node is there from
+    #: the start. Given, a node (its DaemonSet and training pods) appears when its host joins, as a kubelet registers.
+    joins_dir: Path | None = None
+    join_poll_s: float = 0.5
+
+
+def _joined(joins: Path) -> set[str]:
+    """The hosts that joined: the files in ``joins`` (at most 100,000 read: a lab's own folder, bounded all the same)."""
+    try:
+        with os.scandir(joins) as it:
+            return {e.name for _, e in zip(range(100_000), it, strict=False) if e.is_file()}
+    except OSError:
+        return set()
 
 
 def _status(err: ApiError) -> web.Response:
@@ -175,6 +188,8 @@ class K8sLab:
         self._tmp: Any = None
         self._ca_pem = b""
         self._watch_tasks: set[asyncio.Task[Any]] = set()
+        self._unjoined: dict[str, list[dict[str, Any]]] = {}  # node -> its objects, loaded when its host joins
+        self._join_task: asyncio.Task[None] | None = None
 
     # --- lifecycle ------------------------------------------------------------
 
@@ -188,7 +203,10 @@ class K8sLab:
         else:
             self.state_dir = Path(cfg.state_dir)
             self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.store.load(seed_cluster(self.nodes, pods_per_node=cfg.pods_per_node, gang_size=cfg.gang_size))
+        objs = seed_cluster(self.nodes, pods_per_node=cfg.pods_per_node, gang_size=cfg.gang_size)
+        if cfg.joins_dir is not None:
+            objs = self._hold_unjoined(objs, Path(cfg.joins_dir))
+        self.store.load(objs)
         ssl_ctx = None
         if cfg.tls:
             from fleetctl_lab.bmc.certs import ensure_cert, server_context
@@ -218,9 +236,40 @@ class K8sLab:
         await csite.start()
         self.control_url = f"http://{cfg.host}:{csite._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
         self.kubeconfig = self.write_kubeconfig(self.state_dir / "kubeconfig")
-        log.info("lab k8s: %d nodes at %s", len(self.nodes), self.url)
+        log.info("lab k8s: %d nodes at %s", len(self.nodes) - len(self._unjoined), self.url)
+        if cfg.joins_dir is not None:
+            self._join_task = asyncio.get_running_loop().create_task(self._watch_joins(Path(cfg.joins_dir)))
+
+    # --- nodes joining --------------------------------------------------------
+
+    def _hold_unjoined(self, objs: list[dict[str, Any]], joins: Path) -> list[dict[str, Any]]:
+        """The cluster-wide objects and those of the nodes joined already; the rest kept aside until their host joins."""
+        joined = _joined(joins)
+        names = {n.name for n in self.nodes}
+        now_in: list[dict[str, Any]] = []
+        for obj in objs:
+            node = None
+            if obj["kind"] == "Node":
+                node = obj["metadata"]["name"]
+            elif obj["kind"] == "Pod":
+                node = (obj.get("spec") or {}).get("nodeName")
+            if node in names and node not in joined:
+                self._unjoined.setdefault(node, []).append(obj)
+            else:
+                now_in.append(obj)
+        return now_in
+
+    async def _watch_joins(self, joins: Path) -> None:
+        """Each host that joined since (a file in ``joins``): its node and pods registered, as its kubelet would."""
+        while self._unjoined:
+            await asyncio.sleep(self.config.join_poll_s)
+            for name in sorted(_joined(joins) & set(self._unjoined)):
+                self.store.load(self._unjoined.pop(name))
+                log.info("lab k8s: node %s joined", name)
 
     async def stop(self) -> None:
+        if self._join_task is not None:
+            self._join_task.cancel()
         self.store.close()
         for t in list(self._watch_tasks):
             t.cancel()
