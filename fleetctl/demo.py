@@ -261,6 +261,9 @@ def main() -> None:
         print(_styled(f"$ {export}"))
         sh("server", "inspect", "rack-12", env=env, tail=6)
         sh("firmware", "list", "gpu-tyo1-r12-17", env=env, tail=4, expect=1)  # the GPUs are off their vbios baseline
+        print("\nThe lab's Kubernetes API stand-in: the site's cluster (the lab's fleet points it there). A server becomes")
+        print("a node when provisioning joins it (kubeadm join), and gang-scheduled training pods land on it:")
+        sh("lab", "k8s", "up", "--joined-only", "--pods-per-node", "2", "--gang-size", "4", env=env, tail=0)
 
         step("7. Provision rack-12: firmware, BIOS, provisioning VLAN, PXE install, production VLANs, Ansible, board check")
         print("The plan first; a dry run reads the BMCs and switches and changes nothing:")
@@ -289,6 +292,18 @@ def main() -> None:
         sh("burnin", "report", "--html", str(burnin_report), env=env)
         print(f"(open {burnin_report}: every board's verdict, why, and its temperatures through the run)")
 
+        step("8b. Kubernetes: the servers are nodes; disrupting one in service drains it first, through the cluster")
+        sh("k8s", "status", "mn-tyo1-r12-01", "mn-tyo1-r12-02", env=env, tail=12)
+        print("\nmn-tyo1-r12-01 goes into service: training pods run on it. Burning it in again now cordons its node and")
+        print("evicts its pods through the Eviction API; its gang's PodDisruptionBudget refuses for a few seconds (a")
+        print("replacement still starting elsewhere), so the drain waits; then the burn-in, then the node is uncordoned:")
+        sh("server", "set-state", "mn-tyo1-r12-01", "in-service", "--reason", "demo: handed to the training cluster", env=env, tail=0)
+        sh("lab", "k8s", "fault", "--pdb", "training/gang-000", "--seconds", "6", env=env, tail=0)
+        sh("burnin", "--mncore", "mn-tyo1-r12-01", "--force", "--level", "quick", "--duration", "5", "--delete-emptydir-data",
+           env=env, tail=6)  # fmt: skip
+        sh("k8s", "status", "mn-tyo1-r12-01", env=env, tail=8)
+        sh("events", "list", "--name", "mn-tyo1-r12-01", "--limit", "4", env=env)
+
         step("9. The morning health sweep: every BMC and switch, judged and remembered")
         print("The first sweep of a fleet: every problem is new. The GPU servers run a newer vbios than the baseline,")
         print("and the server racked in step 5 shows none of the four boards its model holds (none was recorded):")
@@ -314,6 +329,7 @@ def main() -> None:
         sh("report", "--html", str(report), env=env)
         print(f"(open {report} in a browser: rack elevations by health, each server's findings on click)")
     finally:
+        subprocess.run([*_fleetctl(), "lab", "k8s", "down"], env=env, capture_output=True, check=False)
         subprocess.run([*_fleetctl(), "lab", "down"], env=env, capture_output=True, check=False)
         env["FLEETCTL_DB"] = str(db)
     print("\n" + _styled(f"$ export FLEETCTL_DB={db}") + "   # back to the demo fleet: the lab's work stayed in the lab's database")
