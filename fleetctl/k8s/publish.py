@@ -22,6 +22,7 @@ wanted is not written to.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -231,7 +232,7 @@ def _cluster(conn: Any, client: ClusterClient, members: list[NodeRef], found: di
             continue
         node = nodes[v.node]
         if v.action in ("tainted", "untainted") or (v.action == "kept" and _taint_of(node, policy) != v.taint):
-            update_node(client, v.node, lambda n, v=v: _taint_patch(n, v, policy))
+            update_node(client, v.node, functools.partial(_taint_patch, v=v, policy=policy))
             v.written = True
         now = node.condition(policy.condition)
         c = v.condition
