@@ -97,15 +97,26 @@ def show(job_id: IdArg, output: OutputOpt = Format.table) -> None:
                 .order_by(T.job_step.c.id)
             )
         ]
+        # The Kubernetes maintenance rows this job holds (or held), and those still open on its servers (docs/kubernetes.md).
+        m = T.k8s_maintenance.c
+        mine = {r["server"] for r in steps if r["server"]}
+        maintenance = [
+            {"server": r.server, "node": r.node, "job": r.job_id, "state": r.state, "why": r.why, "reason": r.reason,
+             "since": r.started_at.isoformat(timespec="seconds") if r.started_at else None}  # fmt: skip
+            for r in c.execute(select(T.k8s_maintenance).where((m.job_id == job_id) | (m.server.in_(mine) & (m.state != "released")))
+                               .order_by(m.id))  # fmt: skip
+        ]
     doc = {k: (v.isoformat(timespec="seconds") if hasattr(v, "isoformat") else v) for k, v in dict(job._mapping).items()}
     doc["host"] = _host(job_owner(job.args))
     if _engine(job.args) == "temporal":
         doc.update(_temporal_status(job.args))
     if output != Format.table:
-        emit_one({**doc, "steps": steps}, output)
+        emit_one({**doc, "steps": steps, "maintenance": maintenance}, output)
         return
     emit_one(doc, output)
     emit(steps, output, title="Steps", columns=["server", "step", "state", "attempt", "started_at", "finished_at", "error"])
+    if maintenance:
+        emit(maintenance, output, title="Kubernetes maintenance", columns=["server", "node", "job", "state", "why", "reason", "since"])
 
 
 def _engine(args: Any) -> str:

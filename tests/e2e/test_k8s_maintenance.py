@@ -136,6 +136,9 @@ def test_a_budget_held_past_the_timeout_leaves_the_node_cordoned_and_held(cli: A
     assert held["state"] == "held" and held["job"] == row["job"] and held["since"]
     jobs = json.loads(cli("jobs", "list", "-o", "json").out)
     assert next(j for j in jobs if j["id"] == row["job"])["state"] == "failed"
+    shown = json.loads(cli("jobs", "show", str(row["job"]), "-o", "json").out)
+    assert [(x["server"], x["state"], x["job"]) for x in shown["maintenance"]] == [("gpu-b", "held", row["job"])]
+    assert "Kubernetes maintenance" in cli("jobs", "show", str(row["job"])).out
 
 
 def test_emptydir_pods_refuse_the_drain_without_the_flag_and_nothing_is_cordoned(cli: Any, fleet: Path, k8s: K8sLabHandle) -> None:
