@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from fleetctl.k8s.nodes import NodeRef
 from fleetctl.k8s.policy import ZONE, Policy
@@ -133,21 +133,26 @@ def _firmware(conn: Any, servers: list[str]) -> dict[str, str]:
     none, with the firmware read (the target's metrics), compliant; the firmware not read, or never swept, unknown.
     """
     from fleetctl.store import tables as T
-    from fleetctl.sweep.history import last_swept
 
-    srv, fb = T.server.c, T.firmware_baseline.c
+    srv, fb, sr = T.server.c, T.firmware_baseline.c, T.sweep_run.c
     with_baseline: list[str] = []
     for chunk in _chunks(servers):
         q = select(srv.name).where(srv.name.in_(chunk), srv.model_id.in_(select(fb.model_id).distinct()))
         with_baseline += [r.name for r in conn.execute(q)]
     if not with_baseline:
         return {}
-    last = last_swept(conn, "server", with_baseline, before=2**31 - 1)  # every run (ids are 32-bit on PostgreSQL)
+    st, f = T.sweep_target.c, T.finding.c
+    # The last finished run that swept each (an interrupted run judged nothing it reported); the sweep's own
+    # history module is above this package (it reads the nodes), so the query is here.
+    last: dict[str, int] = {}
+    for chunk in _chunks(with_baseline):
+        q = (select(st.name, func.max(st.run_id)).join(T.sweep_run, sr.id == st.run_id)
+             .where(st.kind == "server", st.name.in_(chunk), sr.state == "finished").group_by(st.name))  # fmt: skip
+        last.update({name: int(rid) for name, rid in conn.execute(q)})
     out = {s: "unknown" for s in with_baseline}
     by_run: dict[int, list[str]] = {}
     for s, rid in last.items():
         by_run.setdefault(rid, []).append(s)
-    st, f = T.sweep_target.c, T.finding.c
     for rid, names in by_run.items():
         for chunk in _chunks(names):
             q = select(st.name, st.metrics).where(st.run_id == rid, st.kind == "server", st.name.in_(chunk))
