@@ -158,6 +158,16 @@ def test_a_failing_board_taints_its_node_until_the_finding_is_acked_then_resolve
     assert _taints(k8s, "gpu-a") == [FOREIGN_TAINT]  # still there after everything
 
 
+def test_the_token_is_in_no_output_and_not_in_the_database(cli: Any, fleet: Fleet, tmp_path: Path) -> None:
+    k8s = fleet(short={"gpu-b": 6})
+    token = json.loads(k8s.kubeconfig.read_text())["users"][0]["user"]["token"]
+    outs = [_sweep(cli), cli("k8s", "publish", "-o", "json"), cli("k8s", "publish", "--dry-run"), cli("k8s", "sync", "r1", "--dry-run"),
+            cli("k8s", "sync", "r1", "-o", "yaml")]  # fmt: skip
+    assert [r.code for r in outs] == [5, 0, 0, 0, 0], [r.err for r in outs]
+    assert not any(token in r.out or token in r.err for r in outs)
+    assert token.encode() not in (tmp_path / "inv.db").read_bytes()
+
+
 def test_the_circuit_breaker_taints_none_sets_conditions_and_exits_7(cli: Any, fleet: Fleet) -> None:
     from fleetctl.errors import EXIT_BREAKER
 
