@@ -187,10 +187,9 @@ def sync(
     from fleetctl.cli.common import conn
     from fleetctl.cli.output import emit
     from fleetctl.k8s import policy as k8s_policy
-    from fleetctl.k8s.labels import compute, diff
+    from fleetctl.k8s.labels import compute
+    from fleetctl.k8s.labels import sync as sync_labels
     from fleetctl.k8s.nodes import node_refs
-    from fleetctl.k8s.status import FEW, find_node, open_cluster
-    from fleetctl.k8s.writes import update_node
     from fleetctl.targets import resolve
 
     policy = k8s_policy.load(policy_file)
@@ -203,30 +202,7 @@ def sync(
             names = ", ".join(s.name for s in servers[:5]) + (" ..." if len(servers) > 5 else "")
             raise InputError(f"{names}: not in a Kubernetes cluster (declare it under the site's clusters:, docs/kubernetes.md)")
         want = compute(c, refs, policy)
-    by_cluster: dict[Any, list[Any]] = {}
-    for r in refs:
-        by_cluster.setdefault(r.cluster, []).append(r)
-    rows: list[dict[str, Any]] = []
-    for cluster, members in by_cluster.items():
-        with open_cluster(cluster) as client:
-            listed = {n.name: n for n in client.nodes()} if len(members) > FEW else None
-            for r in members:
-                node, _ = find_node(client, r, listed)
-                if node is None:
-                    rows.append({"server": r.server, "node": None, "added": {}, "changed": {}, "removed": [], "written": False})
-                    continue
-                d = diff(node.labels, want[r.server], policy.labels.prefix, policy.owns)
-                written = False
-                if d and not dry_run:
-                    from fleetctl.interfaces.k8s import NodePatch
-
-                    def change(n: Any, wanted: dict[str, str] = want[r.server]) -> Any:
-                        fresh = diff(n.labels, wanted, policy.labels.prefix, policy.owns)  # against the node as it is now
-                        return NodePatch(labels=fresh.patch()) if fresh else None
-
-                    update_node(client, node.name, change)
-                    written = True
-                rows.append({"server": r.server, "node": node.name, **d.row(), "written": written})
+    rows = sync_labels(refs, want, policy, dry_run=dry_run)
     if output != Format.table:
         emit(rows, output)
         return

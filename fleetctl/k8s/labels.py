@@ -218,3 +218,52 @@ def diff(current: Mapping[str, str], wanted: Mapping[str, str], prefix: str, own
     changed = {k: (current[k], v) for k, v in sorted(wanted.items()) if owns(k) and k in current and current[k] != v}
     removed = tuple(sorted(k for k in current if k.startswith(prefix) and k not in wanted))
     return LabelDiff(added, changed, removed)
+
+
+def sync(refs: list[NodeRef], wanted: Mapping[str, Mapping[str, str]], policy: Policy, *, dry_run: bool = False,
+         opener: Any = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Bring each server's node to its wanted labels (fleetctl's keys only); a row per server: the difference, written or not.
+
+    Every node is found before the first write (every cluster opened at once): an unknown declared node or a cluster
+    that does not answer stops the command with nothing labelled. Each write is a read-modify-write against the node as
+    it is then (:func:`fleetctl.k8s.writes.update_node`); a node already as wanted is not written to.
+
+    Raises:
+        NotFound: (exit 2) a declared node its cluster lacks.
+        K8sError: a cluster cannot be opened or does not answer (exit 2), or refuses a write.
+    """
+    from contextlib import ExitStack
+
+    from fleetctl.interfaces.k8s import NodePatch
+    from fleetctl.k8s.status import FEW, find_node, open_cluster
+    from fleetctl.k8s.writes import update_node
+
+    by_cluster: dict[Any, list[NodeRef]] = {}
+    for r in refs:
+        if r.cluster is not None:
+            by_cluster.setdefault(r.cluster, []).append(r)
+    rows: list[dict[str, Any]] = []
+    with ExitStack() as stack:
+        plan: list[tuple[Any, NodeRef, Any, LabelDiff | None]] = []
+        for cluster, members in by_cluster.items():
+            client = stack.enter_context((opener or open_cluster)(cluster))
+            listed = {n.name: n for n in client.nodes()} if len(members) > FEW else None
+            for r in members:
+                node, _ = find_node(client, r, listed)
+                d = diff(node.labels, wanted[r.server], policy.labels.prefix, policy.owns) if node is not None else None
+                plan.append((client, r, node, d))
+        for client, r, node, d in plan:
+            if node is None or d is None:
+                rows.append({"server": r.server, "node": None, "added": {}, "changed": {}, "removed": [], "written": False})
+                continue
+            written = False
+            if d and not dry_run:
+
+                def change(n: Any, want: Mapping[str, str] = wanted[r.server]) -> NodePatch | None:
+                    fresh = diff(n.labels, want, policy.labels.prefix, policy.owns)  # against the node as it is now
+                    return NodePatch(labels=fresh.patch()) if fresh else None
+
+                update_node(client, node.name, change)
+                written = True
+            rows.append({"server": r.server, "node": node.name, **d.row(), "written": written})
+    return rows

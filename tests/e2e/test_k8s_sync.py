@@ -138,6 +138,21 @@ def test_sync_applies_only_fleetctl_s_keys_and_a_second_run_writes_nothing(cli: 
     assert _node(k8s, RACK11[2])["metadata"]["labels"]["example.com/x"] == "y"
 
 
+def test_an_unknown_declared_node_stops_the_sync_before_any_write(cli: Any, k8s: K8sLabHandle, tmp_path: Path) -> None:
+    site = tmp_path / "site-tyo1.yaml"
+    name = f"    - name: {RACK11[3]}\n"
+    text = site.read_text()
+    assert text.count(name) == 1
+    site.write_text(text.replace(name, name + "      node: no-such-node\n"))
+    assert cli("inventory", "import", str(site)).code == 0
+    before = _versions(k8s)
+    methods = _count_methods(k8s)
+    r = cli("k8s", "sync", "rack-11")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+    assert "node 'no-such-node' is not in cluster tyo1-train" in r.err
+    assert methods["PATCH"] == 0 and _versions(k8s) == before  # the three servers found first were not labelled either
+
+
 def test_a_server_outside_any_cluster_is_one_line_exit_2(cli: Any, k8s: K8sLabHandle) -> None:
     r = cli("k8s", "sync", "nosuch")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
