@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Where a sweep's time goes: the sweep's BMC part over N lab BMCs of one dialect, measured and profiled (issue 24).
+
+For each ``--flavours`` dialect (``ami``: MegaRAC, offers ``$expand``, ``$select`` and ETags in the lab;
+``openbmc``: bmcweb, no ``$expand``), a lab of ``--bmcs`` BMCs of that dialect is started in a process of
+its own (TLS on, ``--latency-ms`` injected), and in this process, one after the other:
+
+1. the sweep's read of every BMC (``collect.bmc_operation`` through ``run_many`` with ``read_once`` and
+   ``expand``, as ``engine.sweep_targets`` does) and the checks on each reading (``engine._evaluate``):
+   this process's CPU per BMC, the requests per BMC (counted by the lab, and recorded by
+   bench/bmc.py's ``install_recorder``), optionally profiled (``--profile DIR``: pyinstrument, a text
+   summary and an HTML page per dialect). ``--mode full`` reads the old way (every part, plain GETs);
+   ``--mode lean`` (the default) what the enabled checks need, with what the BMC offers;
+   ``--repeat 2`` sweeps the same lab twice (the second is the daily steady state: ETags known);
+2. the floor: bench/bmc.py's bare aiohttp client replaying exactly the requests recorded in 1 (the
+   conditional ones with their ``If-None-Match``), under the same bounds, in this process.
+
+``--loop uvloop`` runs both on uvloop. The load average is printed beside every figure: the machine's
+2 cores are shared (the lab itself takes a large part). Asserts nothing.
+
+    .venv/bin/python bench/profile_sweep.py [--bmcs 1000] [--flavours ami,openbmc] [--mode lean|full]
+        [--repeat 2] [--loop asyncio|uvloop] [--profile bench/profiles] [--latency-ms 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _bench_bmc() -> Any:
+    """bench/bmc.py as a module: its recorder, bare client and lab helpers."""
+    spec = importlib.util.spec_from_file_location("bench_bmc", REPO / "bench" / "bmc.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_bmc"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def expectation(spec: Any) -> Any:
+    from fleetctl.sweep.collect import BoardExpect, ServerExpect
+
+    boards = [BoardExpect(b.slot, b.kind, b.serial) for b in spec.boards]
+    return ServerExpect(spec.name, spec.serial, spec.model, "lab", "rack-1", 1, boards[0].kind if boards else None,
+                        len(boards), boards, baseline=dict(spec.firmware))  # fmt: skip
+
+
+def new_loop(kind: str) -> asyncio.AbstractEventLoop:
+    if kind == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+def run_on(kind: str, coro: Any) -> Any:
+    loop = new_loop(kind)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.close()
+
+
+async def sweep_once(targets: list[Any], specs: dict[str, Any], mode: str, concurrency: int,
+                     cache: Any) -> tuple[list[Any], int]:  # fmt: skip
+    """The sweep's BMC part: read and judge each BMC; returns (results, findings)."""
+    from fleetctl_drivers.redfish import run_many
+
+    from fleetctl.sweep import collect, server_checks
+    from fleetctl.sweep.engine import _evaluate
+
+    kw: dict[str, Any] = {}
+    if mode == "full" and "plan" in collect.bmc_operation.__code__.co_varnames:
+        kw["plan"] = collect.ReadPlan.full()
+    elif cache is not None:
+        kw["cache"] = cache
+    op = collect.bmc_operation({}, **kw)
+    findings = 0
+
+    def judged(_d: int, _t: int, r: Any) -> None:
+        nonlocal findings
+        if r.ok:
+            findings += len(server_checks.explained(_evaluate("server", r.target, r.value, specs[r.target], "bmc")))
+            r.value = None
+
+    results = await run_many(targets, op, concurrency=concurrency, progress=judged, read_once=True, expand=True)
+    return results, findings
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bmcs", type=int, default=1000)
+    p.add_argument("--flavours", default="ami,openbmc")
+    p.add_argument("--latency-ms", type=float, default=0.0)
+    p.add_argument("--concurrency", type=int, default=250)
+    p.add_argument("--per-bmc", type=int, default=2)
+    p.add_argument("--mode", choices=("lean", "full"), default="lean")
+    p.add_argument("--repeat", type=int, default=1, help="sweeps of the same lab; the floor replays the last")
+    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    p.add_argument("--no-floor", action="store_true")
+    p.add_argument("--profile", metavar="DIR", help="pyinstrument the (last) sweep into DIR/sweep-N-FLAVOUR.{txt,html}")
+    args = p.parse_args()
+    sys.path.insert(0, str(REPO))
+    bb = _bench_bmc()
+    bb.raise_nofile()
+
+    from fleetctl_lab.bmc.spec import generate_specs
+    from fleetctl_lab.daemon import lab_down, lab_up
+
+    from fleetctl.interfaces.bmc import BMCTarget
+
+    print(f"bench/profile_sweep.py: {args.bmcs} lab BMCs per dialect, mode {args.mode}, loop {args.loop}, "
+          f"{args.latency_ms:g} ms latency, concurrency {args.concurrency}; {os.cpu_count()} CPUs, {load()}")  # fmt: skip
+    plans = bb.install_recorder()
+    table: list[tuple[str, ...]] = []
+    for flavour in args.flavours.split(","):
+        state_dir = tempfile.mkdtemp(prefix="fleetctl-bench-prof-")
+        cache_dir = Path(tempfile.mkdtemp(prefix="fleetctl-bench-cache-"))
+        try:
+            specs = generate_specs(args.bmcs, flavours=(flavour,), mix=("mncore",))
+            st = lab_up(specs, state_dir, config={"tls": True, "address_mode": "port"}, timeout=600)
+            control, lab_pid, servers = st["control_url"], int(st["pid"]), st["servers"]
+            names = [s.name for s in specs]
+            if args.latency_ms:
+                bb.set_latency(control, args.latency_ms)
+            targets = [BMCTarget(name=n, url=servers[n]["url"], username=bb.USER, password=bb.PASSWORD,
+                                 fingerprint=servers[n]["fingerprint"], max_in_flight=args.per_bmc) for n in names]  # fmt: skip
+            by_name = {s.name: expectation(s) for s in specs}
+            cache = None
+            if args.mode == "lean":
+                try:
+                    from fleetctl_drivers.redfish.cache import ReadingCache
+                except ImportError:
+                    pass
+                else:
+                    cache = ReadingCache(cache_dir / "redfish-cache.sqlite")
+            for rep in range(1, args.repeat + 1):
+                plans.clear()
+                c0 = bb.lab_counts(control, names)
+                lab0 = bb.proc_cpu(lab_pid)
+                profiler = None
+                if args.profile and rep == args.repeat:
+                    from pyinstrument import Profiler
+
+                    profiler = Profiler(interval=0.001, async_mode="disabled")
+                    profiler.start()
+                cpu0, t0 = bb.cpu_seconds(), time.perf_counter()
+                results, findings = run_on(args.loop, sweep_once(targets, by_name, args.mode, args.concurrency, cache))
+                wall, cpu = time.perf_counter() - t0, bb.cpu_seconds() - cpu0
+                if profiler is not None:
+                    profiler.stop()
+                    out = Path(args.profile)
+                    out.mkdir(parents=True, exist_ok=True)
+                    stem = out / f"sweep-{args.bmcs}-{flavour}-{args.mode}"
+                    stem.with_suffix(".txt").write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+                    stem.with_suffix(".html").write_text(profiler.output_html())
+                    print(f"    profile: {stem}.txt, .html")
+                lab_cpu = bb.proc_cpu(lab_pid) - lab0
+                c1 = bb.lab_counts(control, names)
+                req = sum(c1[n] - c0[n] for n in names)
+                failed = [r for r in results if not r.ok]
+                conditional = sum(1 for n in names for m, _ in plans.get(n, ()) if m == "GET?")
+                print(f"[{flavour} sweep {rep}] wall {wall:.2f} s, CPU {cpu:.2f} s = {cpu / args.bmcs * 1000:.2f} ms per BMC "
+                      f"({cpu / max(req, 1) * 1e6:.0f} us per request), {req / args.bmcs:.1f} requests per BMC "
+                      f"({conditional} conditional), lab CPU {lab_cpu:.2f} s, {len(failed)} failed, {findings} findings; {load()}")  # fmt: skip
+                if failed:
+                    print(f"    e.g. {failed[0].target}: {failed[0].error}")
+                per = Counter(len(v) for v in plans.values())
+                print("    requests per BMC (recorded): " + ", ".join(f"{k} x{v}" for k, v in sorted(per.items())))
+            table.append((flavour, f"{cpu / args.bmcs * 1000:.2f}", f"{req / args.bmcs:.1f}", f"{wall:.2f}", "", "",
+                          load()))  # fmt: skip
+            if not args.no_floor:
+                # GET? is a conditional GET: the floor sends it as a GET with the same If-None-Match
+                replay = {n: [("GET" if m == "GET?" else m, path) for m, path in plans[n]] for n in names}
+                cpu0, t0 = bb.cpu_seconds(), time.perf_counter()
+                sent, _el, errors = run_on(args.loop, bb.run_bare(targets, replay, args.concurrency, args.per_bmc))
+                bwall, bcpu = time.perf_counter() - t0, bb.cpu_seconds() - cpu0
+                print(f"[{flavour} floor] bare aiohttp replaying the last sweep's requests: wall {bwall:.2f} s, "
+                      f"CPU {bcpu:.2f} s = {bcpu / args.bmcs * 1000:.2f} ms per BMC, {sent} sent, "
+                      f"{len(errors)} errors; fleetctl/floor wall {wall / bwall:.2f}x, CPU {cpu / bcpu:.2f}x; {load()}")  # fmt: skip
+                if errors:
+                    print(f"    e.g. {errors[0]}")
+                table[-1] = table[-1][:4] + (f"{wall / bwall:.2f}x", f"{cpu / bcpu:.2f}x", load())
+        finally:
+            lab_down(state_dir)
+            shutil.rmtree(state_dir, ignore_errors=True)
+            shutil.rmtree(cache_dir, ignore_errors=True)
+    print(f"\n{'dialect':<8} {'ms CPU/BMC':>10} {'req/BMC':>8} {'wall s':>7} {'vs floor':>9} {'CPU vs floor':>12}  load")
+    for row in table:
+        print(f"{row[0]:<8} {row[1]:>10} {row[2]:>8} {row[3]:>7} {row[4]:>9} {row[5]:>12}  {row[6]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
