@@ -1,11 +1,15 @@
 """Draining one node as ``kubectl drain`` does, bounded, with its result as data.
 
 Which pods go, and which refuse the drain, are kubectl's rules
-(k8s.io/kubectl/pkg/drain/filters.go, applied in its order; the first rule
-that decides a pod decides it):
+(k8s.io/kubectl/pkg/drain/filters.go, read at kubernetes/kubernetes
+121817a592d75c16803aea4852820986fc185c73, applied in its order; the first
+rule that decides a pod decides it):
 
-1. a pod a DaemonSet controls is left (kubectl with ``--ignore-daemonsets``:
-   its controller would put it back at once, the cordon notwithstanding);
+1. a pod a DaemonSet controls that has not finished is left (kubectl with
+   ``--ignore-daemonsets``: its controller would put it back at once, the
+   cordon notwithstanding). kubectl also reads the DaemonSet and refuses an
+   orphan's pod without ``--force``; fleetctl does not read DaemonSets (one
+   request per pod saved) and leaves such a pod too;
 2. a mirror pod (a static pod's, the kubelet's own) is left: the API cannot
    evict it;
 3. a pod with local data (an ``emptyDir`` volume) that has not finished
@@ -135,7 +139,7 @@ def verdict(p: Pod, *, delete_emptydir_data: bool, force: bool) -> tuple[Verdict
     """One pod's verdict and why, by kubectl's filters in kubectl's order (see the module's doc)."""
     if p.terminating:
         return "going", "terminating"
-    if p.owner_kind == "DaemonSet":
+    if p.owner_kind == "DaemonSet" and not _finished(p):  # kubectl: "any finished pod can be removed"
         return "leave", DAEMONSET
     if p.mirror:
         return "leave", MIRROR

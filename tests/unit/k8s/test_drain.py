@@ -105,6 +105,7 @@ class Scripted(ClusterClient):
     [
         ({"owner_kind": "DaemonSet"}, {}, ("leave", DAEMONSET)),
         ({"owner_kind": "DaemonSet", "local_data": True}, {}, ("leave", DAEMONSET)),  # the DaemonSet rule comes first
+        ({"owner_kind": "DaemonSet", "phase": "Failed"}, {}, ("evict", "")),  # kubectl: any finished pod can be removed
         ({"mirror": True, "owner_kind": "Node"}, {}, ("leave", MIRROR)),
         ({"local_data": True}, {}, ("refuse", LOCAL_DATA)),
         ({"local_data": True}, {"delete_emptydir_data": True}, ("evict", "")),
