@@ -31,7 +31,8 @@ PrivProtocol = Literal["DES", "3DES", "AES", "AES192", "AES256"]
 ErrorKind = Literal["timeout", "auth", "unreachable", "protocol", "config"]
 
 #: What a poll reads by default: IF-MIB, LLDP-MIB, ENTITY-SENSOR-MIB.
-#: ``counters`` (the IF-MIB columns a traffic/error poll needs) is a subset of ``if``.
+#: ``counters`` (the IF-MIB columns a traffic/error poll needs) is a subset of ``if``;
+#: ``fdb`` (the MAC address table: BRIDGE-MIB, Q-BRIDGE-MIB, with ifName) is read only when asked.
 POLL_PARTS: tuple[str, ...] = ("if", "lldp", "sensors")
 
 
@@ -62,6 +63,8 @@ class SnmpTarget(_Model):
         bulk_varbinds: varbinds asked for in one GETBULK across all columns
             walked at once (agents cap a response; 64 is snmpsim's and a
             common switch limit).
+        max_fdb_rows: MAC table rows one ``fdb`` poll keeps (a core switch
+            learns tens of thousands; the walk stops there, with a warning).
         driver: the name of the poller (entry point in ``fleetctl.snmp``)
             that polls this agent.
     """
@@ -82,6 +85,7 @@ class SnmpTarget(_Model):
     timeout: float = Field(2.0, gt=0)
     retries: int = Field(1, ge=0)
     bulk_varbinds: int = Field(64, ge=1, le=2000)
+    max_fdb_rows: int = Field(16_384, ge=1, le=1_000_000)
     driver: str = "pysnmp"
 
     @field_validator("community", "auth_key", "priv_key")
@@ -240,6 +244,28 @@ class LldpRemote(_Model):
     remote_chassis_id: str | None = None
 
 
+class FdbEntry(_Model):
+    """One MAC learned on one bridge port (BRIDGE-MIB dot1dTpFdbTable, Q-BRIDGE-MIB dot1qTpFdbTable).
+
+    ``port`` is the interface's ifName (the bridge port mapped to its ifIndex
+    through dot1dBasePortIfIndex), ``vlan`` the Q-BRIDGE-MIB FDB id (the VLAN
+    on every switch fleetctl meets; None from the VLAN-less BRIDGE-MIB table).
+    ``status`` is dot1dTpFdbStatus / dot1qTpFdbStatus as a word (``learned``,
+    ``mgmt``, ``self`` ...); a switch's own MACs (``self``) are not entries.
+    """
+
+    mac: str  # lower-case, colon-separated
+    port: str | None = None  # ifName, else ifDescr, else None when the bridge port maps to no interface
+    if_index: int | None = None
+    bridge_port: int
+    vlan: int | None = None
+    status: str = "learned"
+
+
+#: dot1dTpFdbStatus / dot1qTpFdbStatus (RFC 4188, RFC 4363): the value -> fleetctl's word.
+FDB_STATUS_MAP: dict[int, str] = {1: "other", 2: "invalid", 3: "learned", 4: "self", 5: "mgmt"}
+
+
 class Sensor(_Model):
     """One ENTITY-SENSOR-MIB sensor; ``value`` is scaled to its unit."""
 
@@ -268,6 +294,7 @@ class PollResult(_Model):
     interfaces: list[InterfaceCounters] = Field(default_factory=list)
     lldp: list[LldpRemote] = Field(default_factory=list)
     sensors: list[Sensor] = Field(default_factory=list)
+    fdb: list[FdbEntry] = Field(default_factory=list)
     what: list[str] = Field(default_factory=list)
     error: str | None = None
     error_kind: ErrorKind | None = None
@@ -368,7 +395,11 @@ class Poller(abc.ABC):
             target: the agent.
             what: parts to read: ``if`` (IF-MIB), ``counters`` (the IF-MIB
                 columns a traffic/error poll needs), ``lldp`` (LLDP-MIB),
-                ``sensors`` (ENTITY-SENSOR-MIB). sysUpTime and sysName are
+                ``sensors`` (ENTITY-SENSOR-MIB), ``fdb`` (the MAC address
+                table: Q-BRIDGE-MIB dot1qTpFdbTable, else BRIDGE-MIB
+                dot1dTpFdbTable, ports named through dot1dBasePortIfIndex and
+                ifName; at most ``max_fdb_rows`` rows, the rest cut with a
+                warning). sysUpTime and sysName are
                 always read. An unknown part is a ``config`` error in the result.
             previous: this agent's previous poll, to set ``rebooted_since_last``.
         """

@@ -40,8 +40,11 @@ __all__ = [
     "InterfacesInterface",
     "LldpInterface",
     "LldpNeighbor",
+    "MacEntry",
+    "MacTableInterface",
     "NoopFacts",
     "NoopLldp",
+    "NoopMacTable",
     "PortChange",
     "PortConfig",
     "PortConfigInterface",
@@ -51,6 +54,7 @@ __all__ = [
     "SwitchFacts",
     "SwitchSweepResult",
     "SwitchTarget",
+    "canonical_mac",
     "config_diff",
     "map_mode",
     "map_status",
@@ -136,6 +140,23 @@ ADMIN_OPER_BY_STATUS: dict[str, tuple[bool | None, bool | None]] = {
     "disabled": (False, False),
     "sfpinvali": (True, False),
 }
+
+
+_MAC_DIGITS = re.compile(r"^[0-9a-f]{12}$")
+
+
+def canonical_mac(text: str | None) -> str | None:
+    """A MAC in any switch's spelling -> lower-case colon-separated (the ``Nic.mac`` rule); None if not a MAC.
+
+    ``0012.3694.03ec`` (Cisco, Arista), ``11:22:33:44:55:66`` (SONiC),
+    ``00-1e-58-a3-2f-cd``, ``001e58-a32fcd`` (HPE) all read.
+    """
+    if not text:
+        return None
+    digits = re.sub(r"[.:\-]", "", text.strip().lower())
+    if not _MAC_DIGITS.match(digits):
+        return None
+    return ":".join(digits[i : i + 2] for i in range(0, 12, 2))
 
 
 def map_mode(value: str | None) -> PortMode:
@@ -241,6 +262,21 @@ class LldpNeighbor(_Model):
     remote_chassis_id: str | None = None
 
 
+class MacEntry(_Model):
+    """One row of a switch's MAC address table, as its CLI prints it.
+
+    ``port`` is the long name (``Ethernet1/1``, ``Port-Channel1``), ``mac``
+    lower-case colon-separated; ``kind`` the table's type column lower-cased
+    (``dynamic``, ``static`` ...). A row printed with several ports (a
+    multicast group) or without a MAC is no entry.
+    """
+
+    mac: str
+    port: str
+    vlan: int | None = None
+    kind: str = "dynamic"
+
+
 class PortConfig(_Model):
     """A port's configuration; as a wish, a None field means "leave it as it is"."""
 
@@ -342,6 +378,16 @@ class LldpInterface(abc.ABC):
         """LLDP neighbours as the switch sees them, one per local port and neighbour."""
 
 
+class MacTableInterface(abc.ABC):
+    @abc.abstractmethod
+    def entries(self, *, limit: int = 16_384) -> list[MacEntry]:
+        """The MAC address table, at most ``limit`` rows (the first ones printed).
+
+        Raises:
+            SwitchError: the table could not be read or parsed.
+        """
+
+
 class PortConfigInterface(abc.ABC):
     @abc.abstractmethod
     def get(self, port: str) -> PortConfig:
@@ -405,6 +451,13 @@ class NoopLldp(_Noop, LldpInterface):
         raise self._refuse()
 
 
+class NoopMacTable(_Noop, MacTableInterface):
+    capability = "the MAC address table"
+
+    def entries(self, *, limit: int = 16_384) -> list[MacEntry]:
+        raise self._refuse()
+
+
 class NoopFacts(_Noop, FactsInterface):
     capability = "facts"
 
@@ -418,7 +471,7 @@ class Switch(abc.ABC):
     ``with driver_cls(target) as sw: sw.apply_port_change("Ethernet4", PortConfig(access_vlan=100))``
 
     The capabilities are attributes (``sw.facts.get()``, ``sw.interfaces.list()``,
-    ``sw.lldp.neighbors()``, ``sw.ports.apply(...)``); the ``get_*`` methods
+    ``sw.lldp.neighbors()``, ``sw.mac_table.entries()``, ``sw.ports.apply(...)``); the ``get_*`` methods
     are the same calls under the names the CLI uses.
     """
 
@@ -427,6 +480,7 @@ class Switch(abc.ABC):
     interfaces: InterfacesInterface
     lldp: LldpInterface
     ports: PortConfigInterface
+    mac_table: MacTableInterface
 
     def __enter__(self) -> Self:
         return self
@@ -475,6 +529,9 @@ class Switch(abc.ABC):
 
     def get_lldp_neighbors(self) -> list[LldpNeighbor]:
         return self.lldp.neighbors()
+
+    def get_mac_table(self, *, limit: int = 16_384) -> list[MacEntry]:
+        return self.mac_table.entries(limit=limit)
 
     def get_port_config(self, port: str) -> PortConfig:
         return self.ports.get(port)

@@ -9,10 +9,12 @@ lookups and arithmetic, so it is unit-tested without an agent.
 from __future__ import annotations
 
 from fleetctl.interfaces.snmp import (
+    FDB_STATUS_MAP,
     IF_OPER_STATUS_MAP,
     SENSOR_SCALE_EXPONENT,
     SENSOR_STATUS_MAP,
     SENSOR_TYPE_MAP,
+    FdbEntry,
     InterfaceCounters,
     LldpRemote,
     OperStatus,
@@ -72,6 +74,13 @@ ENT_SENSOR_VALUE = (*ENT_SENSOR_ENTRY, 4)
 ENT_SENSOR_STATUS = (*ENT_SENSOR_ENTRY, 5)
 ENT_SENSOR_UNITS = (*ENT_SENSOR_ENTRY, 6)
 
+# BRIDGE-MIB (RFC 4188) and Q-BRIDGE-MIB (RFC 4363): the MAC address table.
+DOT1D_BASE_PORT_IFINDEX = oid("1.3.6.1.2.1.17.1.4.1.2")  # bridge port -> ifIndex
+DOT1D_TP_FDB_PORT = oid("1.3.6.1.2.1.17.4.3.1.2")  # index: the MAC's 6 octets
+DOT1D_TP_FDB_STATUS = oid("1.3.6.1.2.1.17.4.3.1.3")
+DOT1Q_TP_FDB_PORT = oid("1.3.6.1.2.1.17.7.1.2.2.1.2")  # index: FDB id (the VLAN), then the MAC's 6 octets
+DOT1Q_TP_FDB_STATUS = oid("1.3.6.1.2.1.17.7.1.2.2.1.3")
+
 # Column names for messages (a walk that does not end names its table and column).
 COLUMN_NAMES: dict[Oid, str] = {
     IF_DESCR: "IF-MIB::ifDescr",
@@ -104,6 +113,11 @@ COLUMN_NAMES: dict[Oid, str] = {
     ENT_SENSOR_VALUE: "ENTITY-SENSOR-MIB::entPhySensorValue",
     ENT_SENSOR_STATUS: "ENTITY-SENSOR-MIB::entPhySensorOperStatus",
     ENT_SENSOR_UNITS: "ENTITY-SENSOR-MIB::entPhySensorUnitsDisplay",
+    DOT1D_BASE_PORT_IFINDEX: "BRIDGE-MIB::dot1dBasePortIfIndex",
+    DOT1D_TP_FDB_PORT: "BRIDGE-MIB::dot1dTpFdbPort",
+    DOT1D_TP_FDB_STATUS: "BRIDGE-MIB::dot1dTpFdbStatus",
+    DOT1Q_TP_FDB_PORT: "Q-BRIDGE-MIB::dot1qTpFdbPort",
+    DOT1Q_TP_FDB_STATUS: "Q-BRIDGE-MIB::dot1qTpFdbStatus",
 }
 
 
@@ -162,7 +176,20 @@ COLUMNS: dict[str, tuple[Oid, ...]] = {
         ENT_SENSOR_UNITS,
         ENT_PHYSICAL_NAME,
     ),
+    # Both FDB tables at once (one walk): a VLAN-aware switch fills the
+    # Q-BRIDGE one, an old or VLAN-less one only BRIDGE-MIB's.
+    "fdb": (
+        DOT1Q_TP_FDB_PORT,
+        DOT1Q_TP_FDB_STATUS,
+        DOT1D_TP_FDB_PORT,
+        DOT1D_TP_FDB_STATUS,
+        DOT1D_BASE_PORT_IFINDEX,
+        IF_NAME,
+        IF_DESCR,
+    ),
 }
+#: The FDB columns whose rows grow with the MACs learned (the row cap applies to these).
+FDB_ROWS = (DOT1Q_TP_FDB_PORT, DOT1Q_TP_FDB_STATUS, DOT1D_TP_FDB_PORT, DOT1D_TP_FDB_STATUS)
 IF_32BIT_OCTETS = (IF_IN_OCTETS, IF_OUT_OCTETS, IF_SPEED)
 IF_32BIT_COUNTERS = (IF_IN_OCTETS, IF_OUT_OCTETS)  # the fallback of a counters poll (no speed)
 WHAT = ("if", "lldp", "sensors")  # the default poll; "counters" is a subset of "if"
@@ -323,4 +350,34 @@ def sensors(cols: Columns) -> list[Sensor]:
                 units=text(get(ENT_SENSOR_UNITS)),
             )
         )
+    return out
+
+
+def fdb(cols: Columns) -> list[FdbEntry]:
+    """The MAC address table: Q-BRIDGE-MIB rows where the agent has them, else BRIDGE-MIB's.
+
+    A bridge port is mapped to its ifIndex by dot1dBasePortIfIndex and named
+    by ifName (else ifDescr); a switch's own MACs (status ``self``) and
+    invalid entries are left out, as are rows whose index is not a MAC.
+    """
+    to_ifindex = {k[0]: v for k, v in cols.get(DOT1D_BASE_PORT_IFINDEX, {}).items() if len(k) == 1 and isinstance(v, int)}
+    names = {k[0]: text(v) for k, v in cols.get(IF_NAME, {}).items() if len(k) == 1}
+    descrs = {k[0]: text(v) for k, v in cols.get(IF_DESCR, {}).items() if len(k) == 1}
+    q_rows = cols.get(DOT1Q_TP_FDB_PORT, {})
+    if q_rows:
+        rows = [(k[0], k[1:], v, cols.get(DOT1Q_TP_FDB_STATUS, {}).get(k)) for k, v in q_rows.items() if len(k) == 7]
+    else:
+        plain = cols.get(DOT1D_TP_FDB_PORT, {})
+        rows = [(None, k, v, cols.get(DOT1D_TP_FDB_STATUS, {}).get(k)) for k, v in plain.items() if len(k) == 6]
+    out: list[FdbEntry] = []
+    for vlan, octets, port, status in rows:
+        if not isinstance(port, int) or any(not 0 <= o <= 255 for o in octets):
+            continue
+        word = FDB_STATUS_MAP.get(status, "other") if isinstance(status, int) else "learned"
+        if word in ("self", "invalid"):
+            continue
+        if_index = to_ifindex.get(port)
+        name = (names.get(if_index) or descrs.get(if_index)) if if_index is not None else None
+        out.append(FdbEntry(mac=hex_colon(bytes(octets)), port=name, if_index=if_index, bridge_port=port, vlan=vlan, status=word))
+    out.sort(key=lambda e: (e.port or "", e.vlan or 0, e.mac))
     return out

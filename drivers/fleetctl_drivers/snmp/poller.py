@@ -312,6 +312,8 @@ class SnmpPoller(Poller):
         *,
         rows_hint: int | None = None,
         warnings: list[str] | None = None,
+        row_cap: int | None = None,
+        capped: Sequence[Oid] = (),
     ) -> Columns:
         """Walk several table columns at once with GETBULK.
 
@@ -327,6 +329,10 @@ class SnmpPoller(Poller):
         column there, with a line in ``warnings`` naming the agent and the
         column. A column past ``max_rows`` rows, or a walk past
         ``walk_deadline_s`` seconds, is endless: the walk stops.
+
+        ``row_cap``: the columns in ``capped`` (a MAC table: its size is the
+        network's, not the switch's) stop after that many rows, keeping them,
+        with a line in ``warnings``; a cut is not an error.
 
         Raises:
             SnmpPollError: the walk did not end within the bounds (kind ``protocol``).
@@ -377,6 +383,11 @@ class SnmpPoller(Poller):
                             f"({'.'.join(map(str, o))} after {'.'.join(map(str, cursor[col]))}); "
                             f"its walk ended there with {seen[col]} rows"
                         )
+                    continue
+                if row_cap is not None and seen[col] >= row_cap and col in capped:
+                    finished.add(col)
+                    if warnings is not None:
+                        warnings.append(f"{where}: {parse.column_name(col)} has more than {row_cap} rows; the first {row_cap} are kept")
                     continue
                 cursor[col] = o
                 seen[col] += 1
@@ -447,7 +458,7 @@ class SnmpPoller(Poller):
         result.sys_uptime_ticks = None if up is None or _is_exception(up) else int(up)
         name = got.get(parse.SYS_NAME)
         result.sys_name = None if name is None or _is_exception(name) else parse.text(_plain(name))
-        columns = list(dict.fromkeys(c for w in what for c in parse.COLUMNS[w]))
+        columns = list(dict.fromkeys(c for w in what if w != "fdb" for c in parse.COLUMNS[w]))
         rows_hint = None
         if if_mib and all(w in ("if", "counters") for w in what):  # every column is indexed by ifIndex
             n = got.get(parse.IF_NUMBER)
@@ -474,6 +485,13 @@ class SnmpPoller(Poller):
             result.sensors = parse.sensors(cols)
             if not result.sensors:
                 result.warnings.append("ENTITY-SENSOR-MIB: no sensors")
+        if "fdb" in what:
+            # A walk of its own: its row cap must not cut the other parts' columns.
+            fdb_cols = await self.walk_columns(target, parse.COLUMNS["fdb"], warnings=result.warnings,
+                                               row_cap=target.max_fdb_rows, capped=parse.FDB_ROWS)  # fmt: skip
+            result.fdb = parse.fdb(fdb_cols)
+            if not fdb_cols.get(parse.DOT1Q_TP_FDB_PORT) and not fdb_cols.get(parse.DOT1D_TP_FDB_PORT):
+                result.warnings.append("BRIDGE-MIB/Q-BRIDGE-MIB: no MAC address table")
 
     async def poll_many(
         self,

@@ -28,7 +28,10 @@ from fleetctl.interfaces.switch import (
     InterfacesInterface,
     LldpInterface,
     LldpNeighbor,
+    MacEntry,
+    MacTableInterface,
     NoopLldp,
+    NoopMacTable,
     PortChange,
     PortConfig,
     PortConfigInterface,
@@ -133,6 +136,10 @@ class NetmikoSwitch(Switch):
         self.interfaces = _Interfaces(self)
         self.ports = _Ports(self)
         self._lldp: LldpInterface | None = None
+        self.mac_table: MacTableInterface = (
+            _MacTable(self) if self.platform.supports("mac_table")
+            else NoopMacTable(self.name, f"platform {self.platform.name} has no MAC table command")
+        )  # fmt: skip
 
     # ------------------------------------------------------------ session
 
@@ -512,6 +519,17 @@ class _Interfaces(InterfacesInterface):
             for r in recs
             if self.sw.platform.is_port(str(r["name"]))
         ]
+
+
+class _MacTable(MacTableInterface):
+    def __init__(self, sw: NetmikoSwitch) -> None:
+        self.sw = sw
+
+    def entries(self, *, limit: int = 16_384) -> list[MacEntry]:
+        # Front-panel ports only: a port-channel, the CPU (sup-eth1, Router) or
+        # Drop is not where a station is cabled.
+        rows = parse.to_mac_entries(self.sw.show("mac_table"), self.sw.platform.interface_names)
+        return [e for e in rows if self.sw.platform.is_port(e.port)][:limit]
 
 
 class _Lldp(LldpInterface):

@@ -27,9 +27,11 @@ from fleetctl.errors import SwitchError
 from fleetctl.interfaces.switch import (
     Interface,
     LldpNeighbor,
+    MacEntry,
     PortConfig,
     PortMode,
     SwitchFacts,
+    canonical_mac,
     map_mode,
     map_status,
     parse_vlan_list,
@@ -232,6 +234,17 @@ def sonic_vlan_members(text: str) -> list[Record]:
     return out
 
 
+def sonic_mac_table(text: str) -> list[Record]:
+    """``show mac`` (sonic-utilities fdbshow) -> records mac, vlan, port, kind; the total line is no row."""
+    out = []
+    for row in dashed_table(text):
+        mac, port = row.get("macaddress", ""), row.get("port", "")
+        if not mac or not port or not row.get("no.", "").isdigit():
+            continue  # "Total number of entries N" falls into the first columns
+        out.append({"mac": mac, "vlan": row.get("vlan") or None, "port": port, "kind": row.get("type", "").lower() or "dynamic"})
+    return out
+
+
 def sonic_version(text: str) -> list[Record]:
     """``show version`` of SONiC: ``Key: value`` lines."""
     kv = _colon_pairs(text)
@@ -383,6 +396,7 @@ def lldpctl_keyvalue(text: str) -> list[Record]:
 PYTHON_PARSERS: dict[str, Callable[[str], list[Record]]] = {
     "sonic_table": sonic_table,
     "sonic_vlan_members": sonic_vlan_members,
+    "sonic_mac_table": sonic_mac_table,
     "sonic_version": sonic_version,
     "single_line": single_line,
     "linux_facts": linux_facts,
@@ -595,6 +609,33 @@ def to_neighbor(
         remote_port=_text(rec.get("remote_port")),
         remote_chassis_id=_text(rec.get("remote_chassis_id")),
     )
+
+
+def to_mac_entries(records: Iterable[Record], abbreviations: Mapping[str, str] | None = None, *,
+                   limit: int | None = None) -> list[MacEntry]:  # fmt: skip
+    """MAC table records -> entries: MACs normalised, ports long-named.
+
+    A row with several ports (a multicast group, EOS's second table), no port,
+    or something that is not a MAC (a template's loose match) is no entry.
+    At most ``limit`` entries, in the order printed.
+    """
+    out: list[MacEntry] = []
+    for rec in records:
+        if limit is not None and len(out) >= limit:
+            break
+        ports = rec.get("port")
+        if isinstance(ports, list):
+            if len(ports) != 1:
+                continue
+            ports = ports[0]
+        mac = canonical_mac(_text(rec.get("mac")))
+        port = _text(ports)
+        if mac is None or not port:
+            continue
+        vlan = _text(rec.get("vlan"))
+        out.append(MacEntry(mac=mac, port=canonical_name(port, abbreviations or {}), vlan=int(vlan) if vlan and vlan.isdigit() else None,
+                            kind=(_text(rec.get("kind")) or "dynamic").lower()))  # fmt: skip
+    return out
 
 
 def to_port_config(iface: Interface) -> PortConfig:
