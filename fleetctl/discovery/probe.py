@@ -427,7 +427,6 @@ async def probe_addresses(
     keep = set(named)
     report = ProbeReport(probed=len(order))
     ctx = client_context() if tls else None
-    overall = asyncio.Semaphore(max(1, lim.concurrency))
     per: dict[str, asyncio.Semaphore] = {}
     rate = _Rate(lim.rate)
     started = time.monotonic()
@@ -438,7 +437,7 @@ async def probe_addresses(
         nonlocal done
         for address in it:
             sub = per.setdefault(subnet_of(address), asyncio.Semaphore(max(1, lim.per_subnet)))
-            async with sub, overall:
+            async with sub:
                 await rate.wait()
                 try:
                     root = await probe_one(address, port, limits=lim, ctx=ctx)
@@ -456,7 +455,8 @@ async def probe_addresses(
             if progress is not None and (done % 256 == 0 or done == len(order)):
                 progress(done, len(order))
 
-    # Workers pull from one iterator: a /16 is 65,536 addresses but only `concurrency` tasks.
+    # Workers pull from one iterator, one address at a time: their number is the overall bound on connections
+    # (a /16 is 65,536 addresses but only `concurrency` tasks).
     await asyncio.gather(*(worker() for _ in range(max(1, min(lim.concurrency, len(order))))))
     report.found.sort(key=lambda r: ipaddress.ip_address(r.address))
     report.seconds = time.monotonic() - started

@@ -111,6 +111,17 @@ def test_a_matched_server_whose_serial_differs_is_a_problem_not_a_change(loaded:
     assert "its serial is OTHER, not the declared SA" in plan.proposals[0].detail
 
 
+def test_one_server_matched_by_two_bmcs_is_a_problem(loaded: Path) -> None:
+    from fleetctl.inventory.service import export_inventory
+
+    # .1 answers at srv-a's address; .7 holds a lease with srv-a's BMC MAC: one of them is not srv-a.
+    found = gather([root("127.93.0.1", None), root("127.93.0.7", None)], [("l", Lease("127.93.0.7", "02:00:00:00:00:0a", None, 1))])
+    plan = build_plan(export_inventory(), found, port=8443)
+    assert [(p.found.address, p.kind, p.server) for p in plan.proposals] == [("127.93.0.1", "unchanged", "srv-a"),
+                                                                              ("127.93.0.7", "problem", "srv-a")]  # fmt: skip
+    assert plan.proposals[1].detail == "srv-a is matched by https://127.93.0.1:8443 too"
+
+
 def test_write_then_import_round_trip(loaded: Path, cli: Any, tmp_path: Path) -> None:
     """The fragment is a site file `inventory import` takes: exactly the plan's changes, then nothing more to do."""
     inv, plan = plan_now()
