@@ -257,10 +257,16 @@ class FdbEntry(_Model):
     mac: str  # lower-case, colon-separated
     port: str | None = None  # ifName, else ifDescr, else None when the bridge port maps to no interface
     if_index: int | None = None
+    if_type: int | None = None  # IANAifType of the port: see ETHERNET_IF_TYPES
     bridge_port: int
     vlan: int | None = None
     status: str = "learned"
 
+
+#: IANAifType values of a front-panel Ethernet port (ethernetCsmacd, fastEther,
+#: gigabitEthernet ...): a MAC learned on another kind (a LAG, 161; a VLAN
+#: interface, 135/136; the CPU, 53 propVirtual) is not where a station is cabled.
+ETHERNET_IF_TYPES: frozenset[int] = frozenset({6, 62, 69, 117})
 
 #: dot1dTpFdbStatus / dot1qTpFdbStatus (RFC 4188, RFC 4363): the value -> fleetctl's word.
 FDB_STATUS_MAP: dict[int, str] = {1: "other", 2: "invalid", 3: "learned", 4: "self", 5: "mgmt"}

@@ -39,6 +39,7 @@ IF_NUMBER = oid("1.3.6.1.2.1.2.1.0")
 
 IF_ENTRY = oid("1.3.6.1.2.1.2.2.1")
 IF_DESCR = (*IF_ENTRY, 2)
+IF_TYPE = (*IF_ENTRY, 3)
 IF_SPEED = (*IF_ENTRY, 5)
 IF_ADMIN_STATUS = (*IF_ENTRY, 7)
 IF_OPER_STATUS = (*IF_ENTRY, 8)
@@ -84,6 +85,7 @@ DOT1Q_TP_FDB_STATUS = oid("1.3.6.1.2.1.17.7.1.2.2.1.3")
 # Column names for messages (a walk that does not end names its table and column).
 COLUMN_NAMES: dict[Oid, str] = {
     IF_DESCR: "IF-MIB::ifDescr",
+    IF_TYPE: "IF-MIB::ifType",
     IF_SPEED: "IF-MIB::ifSpeed",
     IF_ADMIN_STATUS: "IF-MIB::ifAdminStatus",
     IF_OPER_STATUS: "IF-MIB::ifOperStatus",
@@ -186,6 +188,7 @@ COLUMNS: dict[str, tuple[Oid, ...]] = {
         DOT1D_BASE_PORT_IFINDEX,
         IF_NAME,
         IF_DESCR,
+        IF_TYPE,
     ),
 }
 #: The FDB columns whose rows grow with the MACs learned (the row cap applies to these).
@@ -363,6 +366,7 @@ def fdb(cols: Columns) -> list[FdbEntry]:
     to_ifindex = {k[0]: v for k, v in cols.get(DOT1D_BASE_PORT_IFINDEX, {}).items() if len(k) == 1 and isinstance(v, int)}
     names = {k[0]: text(v) for k, v in cols.get(IF_NAME, {}).items() if len(k) == 1}
     descrs = {k[0]: text(v) for k, v in cols.get(IF_DESCR, {}).items() if len(k) == 1}
+    types = {k[0]: v for k, v in cols.get(IF_TYPE, {}).items() if len(k) == 1 and isinstance(v, int)}
     q_rows = cols.get(DOT1Q_TP_FDB_PORT, {})
     if q_rows:
         rows = [(k[0], k[1:], v, cols.get(DOT1Q_TP_FDB_STATUS, {}).get(k)) for k, v in q_rows.items() if len(k) == 7]
@@ -378,6 +382,7 @@ def fdb(cols: Columns) -> list[FdbEntry]:
             continue
         if_index = to_ifindex.get(port)
         name = (names.get(if_index) or descrs.get(if_index)) if if_index is not None else None
-        out.append(FdbEntry(mac=hex_colon(bytes(octets)), port=name, if_index=if_index, bridge_port=port, vlan=vlan, status=word))
+        out.append(FdbEntry(mac=hex_colon(bytes(octets)), port=name, if_index=if_index, bridge_port=port, vlan=vlan, status=word,
+                            if_type=types.get(if_index) if if_index is not None else None))  # fmt: skip
     out.sort(key=lambda e: (e.port or "", e.vlan or 0, e.mac))
     return out
