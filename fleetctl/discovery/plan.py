@@ -262,19 +262,19 @@ def build_plan(
     from fleetctl.workflows.inspect import match_model
 
     declared: list[_Declared] = [_Declared(s.name, r.name, srv) for s in inventory.sites for r in s.racks for srv in r.servers]
-    by_name = {d.spec.name: d for d in declared}
-    by_serial = {d.spec.serial: d for d in declared if not is_placeholder_serial(d.spec.name, d.spec.serial)}
+    by_name = {x.spec.name: x for x in declared}
+    by_serial = {x.spec.serial: x for x in declared if not is_placeholder_serial(x.spec.name, x.spec.serial)}
     by_mac: dict[str, _Declared] = {}
-    for d in declared:
-        for nic in d.spec.nics:
+    for x in declared:
+        for nic in x.spec.nics:
             if nic.mac:
-                by_mac[nic.mac] = d
-    by_fp = {d.spec.fingerprint: d for d in declared if d.spec.fingerprint}
+                by_mac[nic.mac] = x
+    by_fp = {x.spec.fingerprint: x for x in declared if x.spec.fingerprint}
     by_addr: dict[tuple[str, int], _Declared] = {}
-    for d in declared:
-        host, p = _bmc_host(d.spec.bmc)
-        if host and p:
-            by_addr[(host, p)] = d
+    for x in declared:
+        host, bmc_port = _bmc_host(x.spec.bmc)
+        if host and bmc_port:
+            by_addr[(host, bmc_port)] = x
     models = list(inventory.models)
     plan = DiscoveryPlan()
     taken: dict[str, Proposal] = {}  # declared server -> the proposal that claimed it
@@ -338,12 +338,12 @@ def build_plan(
         plan.proposals.append(p)
 
     probed_set = set(probed)
-    for d in declared:
-        if d.spec.name in taken:
+    for x in declared:
+        if x.spec.name in taken:
             continue
-        host, p_ = _bmc_host(d.spec.bmc)
-        if host and _is_ip(host) and host in probed_set and p_ == port:
-            plan.missing.append(Missing(d.spec.name, d.site, d.rack, d.spec.bmc or "", "its BMC address was probed: no Redfish answer"))
+        host, bmc_port = _bmc_host(x.spec.bmc)
+        if host and _is_ip(host) and host in probed_set and bmc_port == port:
+            plan.missing.append(Missing(x.spec.name, x.site, x.rack, x.spec.bmc or "", "its BMC address was probed: no Redfish answer"))
     return plan
 
 
@@ -514,8 +514,8 @@ def _annotate(text: str, applied: Mapping[str, Proposal], new_models: set[str]) 
         elif servers_indent is not None and indent < servers_indent:
             servers_indent, current = None, None
         elif servers_indent is not None and indent == servers_indent and line.lstrip().startswith("- "):
-            name = line.split(":", 1)[1].strip() if m and m.group(3) == "name" else None
-            current = applied.get(name) if name else None
+            entry = line.split(":", 1)[1].strip() if m and m.group(3) == "name" else None
+            current = applied.get(entry) if entry else None
             entry_indent = indent + 2
             in_nics = False
             if current is not None:

@@ -303,7 +303,7 @@ async def _read_response(reader: asyncio.StreamReader, limits: ProbeLimits) -> t
         if int(length) > cap:
             raise ProbeFailed(f"body larger than {cap} bytes")
         return status, headers, await reader.readexactly(int(length))
-    body = await reader.read(cap + 1)  # Connection: close: the body ends where the stream does
+    body = bytearray(await reader.read(cap + 1))  # Connection: close: the body ends where the stream does
     while len(body) <= cap:
         more = await reader.read(cap + 1 - len(body))
         if not more:
@@ -311,7 +311,7 @@ async def _read_response(reader: asyncio.StreamReader, limits: ProbeLimits) -> t
         body += more
     if len(body) > cap:
         raise ProbeFailed(f"body larger than {cap} bytes")
-    return status, headers, body
+    return status, headers, bytes(body)
 
 
 def client_context() -> ssl.SSLContext:
