@@ -37,6 +37,11 @@ def up(
             help="Put the lab's fleet in this (empty) database URL, e.g. PostgreSQL, instead of the lab folder's SQLite file.",
         ),
     ] = None,
+    unregistered: Annotated[
+        int,
+        typer.Option("--unregistered", min=0, max=1000,
+                     help="Also serve N BMCs the lab's fleet does not hold, for `fleetctl discover` (docs/lab.md)."),
+    ] = 0,
     output: OutputOpt = Format.table,
 ) -> None:
     """Start a lab: a simulated BMC and host per server of a site (or of your fleet), and its switches.
@@ -63,17 +68,21 @@ def up(
     if not generate:
         config["hosts"] = hosts
     if generate is not None:
-        if site or server or lab_db:
-            raise InputError("--generate makes its own servers: give it without --site, --server or --lab-db", field="--generate")
+        if site or server or lab_db or unregistered:
+            raise InputError("--generate makes its own servers: give it without --site, --server, --lab-db or --unregistered",
+                             field="--generate")  # fmt: skip
         st = lab.up_generated(generate, tls=not http, config=config)
     else:
         st = lab.up(site=Path(site) if site else None, names=set(server) if server else None, tls=not http, config=config,
-                    db_url=lab_db)
+                    db_url=lab_db, unregistered=unregistered)
     # A URL's password is never printed: the export line then names the URL without it.
     export = f"export FLEETCTL_DB={shlex.quote(fleet_label_of(st['db']))}"
     summary = {"running": st["running"], "bmcs": st.get("count"), "switches": len(st.get("switches", {})),
                "hosts": len(st.get("hosts", {})), "serves": fleet_label_of(st.get("source") or ""), "db": fleet_label_of(st["db"]),
                "control_url": st.get("control_url"), "state_dir": st.get("state_dir"), "pid": st.get("pid")}  # fmt: skip
+    if st.get("unregistered"):
+        summary["unregistered"] = st["unregistered"]
+        summary.update({f"leases_{k}": v for k, v in (st.get("leases") or {}).items()})
     if output != Format.table:
         summary["export"] = export
     emit_one(summary, output)
@@ -110,6 +119,16 @@ def status(output: OutputOpt = Format.table) -> None:
     summary = {k: st.get(k) for k in ("running", "responding", "count", "control_url", "switch_control_url", "state_dir", "pid")}
     summary["db"] = fleet_label_of(lab.lab_db_url())
     summary["switches"] = len(st.get("switches", {}))
+    if st.get("running"):
+        from fleetctl_lab.unregistered import read_note
+
+        note = read_note(Path(st.get("state_dir") or lab.lab_dir()))
+        if note:
+            # Where discovery's --leases finds the unregistered BMCs' addresses (Kea CSV, dnsmasq).
+            summary["unregistered"] = len(note.get("bmcs", []))
+            summary.update({f"leases_{k}": v for k, v in (note.get("leases") or {}).items()})
+            if output != Format.table:
+                summary["unregistered_bmcs"] = note.get("bmcs", [])
     phases = _host_phases(st) if st.get("running") and st.get("hosts") else {}
     if output != Format.table:
         summary["servers"] = {n: {k: v for k, v in s.items() if k != "fingerprint"} for n, s in st.get("servers", {}).items()}

@@ -177,7 +177,8 @@ def _source_into(url: str, site: Path | None, source_url: str | None, work: Path
 
 def up(*, site: Path | None = None, source_url: str | None = None, names: set[str] | None = None, tls: bool = True,
        config: dict[str, Any] | None = None, state_dir: Path | None = None, switches: bool = True,
-       switch_config: dict[str, Any] | None = None, port_vlans: str = "default", db_url: str | None = None) -> dict[str, Any]:  # fmt: skip
+       switch_config: dict[str, Any] | None = None, port_vlans: str = "default", db_url: str | None = None,
+       unregistered: int = 0) -> dict[str, Any]:  # fmt: skip
     """Start a lab for a source inventory and write the fleet it serves into the lab's database.
 
     Args:
@@ -189,6 +190,9 @@ def up(*, site: Path | None = None, source_url: str | None = None, names: set[st
         config: LabConfig fields; ``"hosts": False`` serves no hosts.
         db_url: put the lab's fleet in this database (for example a
             PostgreSQL one) instead of the lab's SQLite file; it must be empty.
+        unregistered: serve this many BMCs the lab's fleet does not hold
+            (:mod:`fleetctl_lab.unregistered`: some planned without a BMC,
+            some on a port the plan lacks; leases files in ``leases/``).
 
     Returns: the lab's status, with ``db`` (the lab database's path) and
     ``source`` (what was served).
@@ -214,6 +218,10 @@ def up(*, site: Path | None = None, source_url: str | None = None, names: set[st
     # holds a real address, not even for a moment.
     scratch = sd / "source.db"
     scratch_url = _fresh_sqlite(scratch)
+    from fleetctl_lab import unregistered as unreg_mod
+
+    unreg_mod.clear(sd)
+    unreg: Any = None
     try:
         _source_into(scratch_url, site, source_url, sd)
         password = _write_credential(sd)
@@ -226,9 +234,15 @@ def up(*, site: Path | None = None, source_url: str | None = None, names: set[st
                 from fleetctl_lab.switch.inventory import switch_specs_from_inventory
 
                 sw_specs = switch_specs_from_inventory(conn, password, names, port_vlans=port_vlans)  # type: ignore[arg-type]
-        if not specs:
-            what = f"{site}" if site else "the selected fleet"
-            raise InputError(f"{what} has no servers for the lab" + (" of those named" if names else "; import a site first"))
+            if not specs:
+                what = f"{site}" if site else "the selected fleet"
+                raise InputError(f"{what} has no servers for the lab" + (" of those named" if names else "; import a site first"))
+            if unregistered:
+                if not sw_specs:
+                    raise InputError("--unregistered needs the lab's switches (asyncssh, and an EOS or SONiC management switch)",
+                                     field="--unregistered")  # fmt: skip
+                unreg = unreg_mod.plan(conn, unregistered, sw_specs)
+                specs += unreg_mod.server_specs(unreg, specs[0], password)
         # Each BMC gets its own loopback address on port 8443, like a real OOB
         # network: BMCs in 127.S.0.0/16, hosts in 127.(S+60), switches in 127.(S+100).
         st = _up_in_a_free_range(
@@ -241,8 +255,12 @@ def up(*, site: Path | None = None, source_url: str | None = None, names: set[st
             from fleetctl.inventory.service import export_inventory
 
             served = lab_fleet(export_inventory(scratch_url), st, sd)
+            if unreg is not None:
+                unreg_mod.add_to_fleet(served, unreg)
             write_site(served, sd / SITE_DIR)
             import_fleet(sd / SITE_DIR, db, db_url)
+            if unreg is not None:
+                st = {**st, "unregistered": len(unreg.bmcs), "leases": unreg_mod.write_files(sd, unreg, st.get("servers", {}))}
         except BaseException:
             lab_down(sd)
             raise

@@ -211,6 +211,9 @@ class EOSSession:
         add(ex, "show lldp neighbors <intf>", lambda i: self.show_lldp(i))
         add(ex, "show lldp neighbors <intf> detail", lambda i: self.show_lldp_detail(i))
         add(ex, "show inventory", self.show_inventory)
+        add(ex, "show mac address-table", self.show_mac_address_table)
+        add(ex, "show mac address-table dynamic", self.show_mac_address_table)
+        add(ex, "show mac address-table interface <intf>", lambda i: self.show_mac_address_table(i))
         # privileged
         add(en, "configure", self._configure)
         add(en, "configure terminal", self._configure)
@@ -556,6 +559,25 @@ class EOSSession:
             lines.append((head + (chunks[0] if chunks else "")).rstrip())
             for c in chunks[1:]:
                 lines.append(" " * 49 + c)
+        return "\n".join(lines) + "\n"
+
+    def show_mac_address_table(self, name: str | None = None) -> str:
+        """EOS's two tables (unicast, then multicast: the lab has no multicast groups), as 4.2x prints them."""
+        ports = self._ports(name)
+        if ports is None:
+            return ERR_INVALID
+        now = time.time()
+        wanted = {p.name for p in ports}
+        rows = [(v, m, p) for v, m, p in self.sw.mac_table(now) if p.name in wanted]
+        rule = "-" * 66
+        lines = ["          Mac Address Table", rule, "", "Vlan    Mac Address       Type        Ports      Moves   Last Move",
+                 "----    -----------       ----        -----      -----   ---------"]  # fmt: skip
+        for vlan, mac, p in rows:
+            learned = max(p.last_change, self.sw.boot_time)
+            lines.append(f"{vlan:>4}    {dotted_mac(mac)}    DYNAMIC     {short_name(p.name):<10} 1       {ago(now - learned)}")
+        lines += [f"Total Mac Addresses for this criterion: {len(rows)}", "", "          Multicast Mac Address Table", rule, "",
+                  "Vlan    Mac Address       Type        Ports", "----    -----------       ----        -----",
+                  "Total Mac Addresses for this criterion: 0"]  # fmt: skip
         return "\n".join(lines) + "\n"
 
     def show_lldp(self, name: str | None = None) -> str:

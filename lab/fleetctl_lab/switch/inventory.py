@@ -19,6 +19,8 @@ from sqlalchemy import select
 log = logging.getLogger("fleetctl_lab.switch")
 
 LAB_PLATFORMS = {"eos", "sonic"}
+#: Made-up stations each uplink learns besides the peer switch's servers.
+UPLINK_STATIONS = 24
 
 
 def _speed(platform: str, port: str) -> int:
@@ -90,6 +92,20 @@ def switch_specs_from_inventory(conn: Any, password: str, names: set[str] | None
     by_switch: dict[int, list[Any]] = {}
     for p in ports.values():
         by_switch.setdefault(p.switch_id, []).append(p)
+    # What an uplink learns: the stations behind its peer switch (the NICs cabled
+    # there) and more besides (UPLINK_STATIONS made-up ones: the rest of the
+    # network), so a MAC-table reader meets a port carrying many MACs.
+    stations: dict[int, list[str]] = {}
+    for pid, nb in neighbor.items():
+        if nb.kind == "server" and nb.chassis_id:
+            stations.setdefault(ports[pid].switch_id, []).append(nb.chassis_id.lower())
+    behind: dict[int, list[str]] = {}
+    for ln in conn.execute(select(link_t).where(link_t.c.peer_port_id.is_not(None))):
+        near, far = ports.get(ln.port_id), ports.get(ln.peer_port_id)
+        if near is None or far is None:
+            continue
+        behind[near.id] = stations.get(far.switch_id, []) + [lab_mac(f"behind/{near.id}/{k}") for k in range(UPLINK_STATIONS)]
+        behind[far.id] = stations.get(near.switch_id, []) + [lab_mac(f"behind/{far.id}/{k}") for k in range(UPLINK_STATIONS)]
     specs = []
     for sid, sw in sorted(switches.items(), key=lambda kv: natural_key(kv[1].name)):
         if sw.platform not in LAB_PLATFORMS:
@@ -110,6 +126,7 @@ def switch_specs_from_inventory(conn: Any, password: str, names: set[str] | None
                 lp = LabSwitchPort(name=p.name)
             lp.speed_mbps = _speed(sw.platform, p.name)
             lp.neighbor = neighbor.get(p.id)
+            lp.learned = list(behind.get(p.id, []))
             if p.description:
                 lp.description = p.description
             plist.append(lp)

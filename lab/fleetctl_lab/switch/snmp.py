@@ -18,7 +18,9 @@ ENTITY-SENSOR-MIB are not bundled with pysnmp):
   ifInErrors/ifInDiscards/ifOutErrors, ifAlias (the description);
 - LLDP-MIB: the local system and port tables and lldpRemTable from the
   cabling (indexed timeMark 0, local port = ifIndex, remIndex 1);
-- ENTITY-MIB/ENTITY-SENSOR-MIB: a chassis and five temperature sensors.
+- ENTITY-MIB/ENTITY-SENSOR-MIB: a chassis and five temperature sensors;
+- BRIDGE-MIB dot1dBasePortIfIndex (bridge port = ifIndex) and Q-BRIDGE-MIB
+  dot1qTpFdbPort/Status: the MAC table the CLIs print (``SimSwitch.mac_table``).
 
 Faults re-render the file; snmpsim notices the new mtime and re-reads it.
 Values that move are evaluated by ``snmp_variation/fleetlab.py`` from
@@ -57,6 +59,8 @@ LLDP_LOC = "1.0.8802.1.1.2.1.3"
 LLDP_REM = "1.0.8802.1.1.2.1.4.1.1"
 ENT_PHYS = "1.3.6.1.2.1.47.1.1.1.1"
 ENT_SENSOR = "1.3.6.1.2.1.99.1.1.1"
+DOT1D_BASE_PORT = "1.3.6.1.2.1.17.1.4.1"  # dot1dBasePortEntry: .1 port, .2 ifIndex
+DOT1Q_TP_FDB = "1.3.6.1.2.1.17.7.1.2.2.1"  # dot1qTpFdbEntry: .2 port, .3 status; index FDB id (the VLAN) + MAC
 
 SYS_OBJECT_ID = {"eos": "1.3.6.1.4.1.30065.1.3011.7050.3741.48", "sonic": "1.3.6.1.4.1.8072.3.2.10"}
 # snmpsim's responder, made to die with the lab (PR_SET_PDEATHSIG) even if the
@@ -193,6 +197,12 @@ def render_snmprec(sw: SimSwitch, now: float | None = None) -> str:
                 (f"{LLDP_REM}.11.{idx}", "4x", caps),
                 (f"{LLDP_REM}.12.{idx}", "4x", caps),
             ]
+    # BRIDGE-MIB / Q-BRIDGE-MIB: bridge port n is ifIndex n; the FDB as the CLI's MAC table.
+    for p in sw.ports.values():
+        rec += [(f"{DOT1D_BASE_PORT}.1.{p.ifindex}", "2", p.ifindex), (f"{DOT1D_BASE_PORT}.2.{p.ifindex}", "2", p.ifindex)]
+    for vlan, mac, p in sw.mac_table(now):
+        idx = f"{vlan}." + ".".join(str(int(x, 16)) for x in mac.split(":"))
+        rec += [(f"{DOT1Q_TP_FDB}.2.{idx}", "2", p.ifindex), (f"{DOT1Q_TP_FDB}.3.{idx}", "2", 3)]  # learned(3)
     rec += [
         (f"{LLDP_LOC}.1.0", "2", 4),
         (f"{LLDP_LOC}.2.0", *_mac_hex(spec.mac)),

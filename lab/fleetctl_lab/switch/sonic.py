@@ -322,6 +322,14 @@ def show_vlan_config(s: SonicSession, path: str, args: list[str]) -> str:
     return table(["Name", "VID", "Member", "Mode"], rows, "lrll")
 
 
+def show_mac(s: SonicSession, path: str, args: list[str]) -> str:
+    """sonic-utilities' fdbshow: one row per FDB entry, then the total."""
+    _no_args(path, args)
+    rows = [[str(i), str(vlan), mac.upper(), p.name, "Dynamic"]  # fdbshow prints the MAC upper-case
+            for i, (vlan, mac, p) in enumerate(s.sw.mac_table(), start=1)]  # fmt: skip
+    return table(["No.", "Vlan", "MacAddress", "Port", "Type"], rows, "rrlll") + f"Total number of entries {len(rows)}\n"
+
+
 def show_lldp_table(s: SonicSession, path: str, args: list[str]) -> str:
     _no_args(path, args)
     now = time.time()
@@ -555,6 +563,7 @@ SHOW: dict[str, Any] = {
                    "counters": show_interfaces_counters},
     "vlan": {"brief": show_vlan_brief, "config": show_vlan_config},
     "lldp": {"table": show_lldp_table, "neighbors": show_lldp_neighbors},
+    "mac": show_mac,
     "runningconfiguration": {"interfaces": show_running_interfaces},
 }
 CONFIG: dict[str, Any] = {

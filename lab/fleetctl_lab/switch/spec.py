@@ -57,6 +57,9 @@ class LabSwitchPort(BaseModel):
     native_vlan: int | None = None
     description: str = ""
     enabled: bool = True
+    # MACs learned on the port besides its neighbour's: the stations behind an
+    # uplink, or a BMC cabled where the plan has no cable (``lab up --unregistered``).
+    learned: list[str] = Field(default_factory=list)
 
 
 class LabSwitchSpec(BaseModel):

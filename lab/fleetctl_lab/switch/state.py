@@ -82,6 +82,7 @@ class Port:
     share: float = 0.05  # of line rate, when up
     faults: dict[str, Any] = field(default_factory=dict)
     lldp_override: LabNeighbor | None = None
+    learned: list[str] = field(default_factory=list)  # MACs behind the port besides its neighbour's
 
 
 class SimSwitch:
@@ -107,7 +108,8 @@ class SimSwitch:
                 cfg = PortConfig(mode="access", access_vlan=(sp.vlans or [1])[0], enabled=sp.enabled, description=sp.description)
             # A stable per-port share of line rate around the configured mean.
             share = utilisation * (0.5 + (zlib.crc32(f"{self.name}/{sp.name}".encode()) % 1000) / 1000)
-            self.ports[sp.name] = Port(sp.name, i, sp.speed_mbps, sp.neighbor, cfg, last_change=now, share=share)
+            self.ports[sp.name] = Port(sp.name, i, sp.speed_mbps, sp.neighbor, cfg, last_change=now, share=share,
+                                       learned=[m.lower() for m in sp.learned])  # fmt: skip
         self.vlans: dict[int, str] = {}
         for v in ([1] if self.platform == "eos" else []) + list(self.spec.vlans):
             self.vlans.setdefault(v, "default" if v == 1 else f"VLAN{v:04d}")
@@ -130,7 +132,7 @@ class SimSwitch:
         return self.ports.get(name)
 
     def cabled(self, p: Port) -> bool:
-        return p.neighbor is not None and not p.faults.get("down")
+        return (p.neighbor is not None or bool(p.learned)) and not p.faults.get("down")
 
     def oper_up(self, p: Port, now: float | None = None) -> bool:
         if not p.cfg.enabled or not self.cabled(p):
@@ -164,6 +166,29 @@ class SimSwitch:
         if not nb.chassis_id:
             nb = nb.model_copy(update={"chassis_id": lab_mac(nb.system)})
         return nb
+
+    def mac_table(self, now: float | None = None) -> list[tuple[int, str, Port]]:
+        """The MAC address table: (VLAN, MAC, port), sorted by VLAN and MAC as switches print it.
+
+        A port learns while its link is up and it switches (a routed port, a
+        SONiC port in no VLAN, learns nothing): its server neighbour's MAC (the
+        NIC cabled there; a switch neighbour's own MAC stays out, as its
+        control plane's would), and the MACs learned behind it. The VLAN is
+        the access VLAN, or a trunk's native one (else its first allowed VLAN).
+        """
+        now = time.time() if now is None else now
+        rows: list[tuple[int, str, Port]] = []
+        for p in self.ports.values():
+            if not self.oper_up(p, now) or p.cfg.mode == "routed":
+                continue
+            vlan = p.cfg.access_vlan if p.cfg.mode == "access" else p.cfg.native_vlan or (p.cfg.trunk_vlans or [1])[0]
+            macs = list(p.learned)
+            nb = p.neighbor
+            if nb is not None and nb.kind == "server":
+                macs.insert(0, (nb.chassis_id or lab_mac(nb.system)).lower())
+            rows += [(vlan, m, p) for m in dict.fromkeys(macs)]
+        rows.sort(key=lambda r: (r[0], r[1]))
+        return rows
 
     def vlan_members(self, vlan: int) -> list[tuple[Port, bool]]:
         """Ports carrying ``vlan``: (port, tagged)."""
