@@ -113,8 +113,9 @@ def set_(
 ) -> None:
     """Change a board: move it, or mark it suspect, failed or sent for RMA (`docs/model.md`: board states).
 
-    Sent for RMA (``--state rma``) in a server that is a live Kubernetes node, the node is cordoned and drained first
-    (the board is about to be pulled) and stays cordoned, held, until `fleetctl k8s uncordon` (docs/kubernetes.md).
+    Sent for RMA (``--state rma``) in a server in service that is a live Kubernetes node, the node is cordoned and
+    drained first (the board is about to be pulled) and stays cordoned, held, until `fleetctl k8s uncordon`
+    (docs/kubernetes.md).
     """
     from fleetctl.cli.common import show_plan
     from fleetctl.inventory import edits
@@ -154,11 +155,15 @@ def _rma_drained(serial: str, holder: str, *, options: Any, reason: str | None, 
     Checked before anything is touched: the move along the board table (a dry run of it), the cluster, the node, the
     pods' verdicts. The node stays cordoned whether the move went well (the board is to be pulled) or not.
     """
+    from fleetctl.cli.common import conn
     from fleetctl.cli.maintain import Maintained, check_all
     from fleetctl.inventory.service import set_board_state
+    from fleetctl.targets import resolve
 
     old = set_board_state(serial, "rma", reason=reason, dry_run=True, force=force)  # refused here: nothing touched yet
-    live = check_all([holder], options) if old != "rma" else {}
+    with conn() as c:
+        servers = resolve(c, [holder])
+    live = check_all(servers, options) if old != "rma" else {}
     if dry_run:
         if holder in live:
             typer.echo(f"would cordon and drain node {live[holder].node} of {holder} first")

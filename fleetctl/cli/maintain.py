@@ -53,17 +53,34 @@ def drain_options(timeout_s: float, delete_emptydir_data: bool, force: bool, gra
     return DrainOptions(timeout_s=timeout_s, delete_emptydir_data=delete_emptydir_data, force=force, grace_s=grace_s, retry_s=retry_s)
 
 
-def check_all(names: Sequence[str], options: Any) -> dict[str, Any]:
-    """The servers that are live nodes ({server: NodeRef}), everything checked; nothing touched.
+def check_all(servers: Sequence[Any], options: Any) -> dict[str, Any]:
+    """The servers in service that are live nodes ({server: NodeRef}), everything checked; nothing touched.
 
-    Raises (exit 2, one line): a cluster that cannot be opened or does not answer, a declared node it lacks, a pod that
-    refuses the drain, a node a job that still runs holds.
+    Only servers in service run users' pods by the lifecycle's rules (as the workflows' drain, docs/kubernetes.md): the
+    cluster of a server in any other state is not asked, so a cluster declared but not reachable yet (a new site's)
+    does not stop work on servers that are not in service yet.
+
+    Raises (exit 2, one line): a cluster that cannot be opened or does not answer, a declared node it lacks (the line
+    says how to act without draining), a pod that refuses the drain, a node a job that still runs holds.
     """
     from fleetctl.cli.common import conn
-    from fleetctl.k8s.maintenance import check
+    from fleetctl.errors import FleetError, InputError
+    from fleetctl.k8s.maintenance import MaintenanceRefused, check
 
-    with conn() as c:
-        return check(c, names, options=options)
+    serving = [s.name for s in servers if s.state == "in-service"]
+    if not serving:
+        return {}
+    try:
+        with conn() as c:
+            return check(c, serving, options=options)
+    except MaintenanceRefused:
+        raise
+    except FleetError as e:
+        if e.exit_code != 2:
+            raise
+        more = f" and {len(serving) - 3} more" if len(serving) > 3 else ""
+        raise InputError(f"{', '.join(serving[:3])}{more} in service, and the Kubernetes check before their drain failed: {e}; "
+                         "give --no-drain --allow-in-service to act on them without draining") from e  # fmt: skip
 
 
 def _say(line: str) -> None:

@@ -144,9 +144,10 @@ def _disruptive(targets: list[str], *, verb: str, kind: str, allow_in_service: b
                 args: dict[str, Any] | None = None, keep_cordoned: str | None = None) -> None:  # fmt: skip
     """Off, cycle, restart: drain the live nodes, refuse the other servers in service, honour --dry-run, run, leave, summarise.
 
-    A server that is a live node of a declared cluster is cordoned and drained first (its pods go through the Eviction
-    API, budgets honoured), so being in service does not refuse it: the drain is what makes the action safe. A server in
-    service that is no node is refused without --allow-in-service, as before. Everything is checked before the first
+    A server in service that is a live node of a declared cluster is cordoned and drained first (its pods go through the
+    Eviction API, budgets honoured), so being in service does not refuse it: the drain is what makes the action safe. A
+    server in service that is no node is refused without --allow-in-service, as before; a server in any other state runs
+    no users' pods, and its cluster is not asked. Everything is checked before the first
     device or node is touched (docs/kubernetes.md). ``keep_cordoned``: the action leaves the server down (off): its node
     stays cordoned, held with this reason, until `fleetctl k8s uncordon`.
     """
@@ -155,7 +156,7 @@ def _disruptive(targets: list[str], *, verb: str, kind: str, allow_in_service: b
 
     servers = resolve(targets, output)
     options = drain.options()
-    live = {} if drain.no_drain else check_all([s.name for s in servers], options)
+    live = {} if drain.no_drain else check_all(servers, options)
     refuse_in_service([s for s in servers if s.name not in live], allow_in_service)
     if dry_run:
         for s in servers:

@@ -220,6 +220,8 @@ def test_bad_input_is_one_line_exit_2_and_nothing_cordoned(cli: Any, fleet: Path
     r = cli("k8s", "cordon", "gpu-b")
     assert r.code == 2 and "nope" in r.err and len(r.err.strip().splitlines()) == 1
     assert not cordoned(k8s, "gpu-b")
+    # A server in service is drained before a disruptive command: its cluster's failure is one line, exit 2, with the way out.
+    assert cli("server", "set-state", "gpu-b", "in-service", "--force", "--reason", "test: serving").code == 0
     for verb in ("off", "cycle", "restart"):
         r = cli("power", verb, "gpu-b")
         assert r.code == 2 and "nope" in r.err, (verb, r.err)
@@ -233,7 +235,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_cordoned(cli: Any, fleet: Path
     r = cli("k8s", "drain", "gpu-b", "--delete-emptydir-data")
     assert r.code == 2 and "does not answer" in r.err and len(r.err.strip().splitlines()) == 1
     r = cli("power", "cycle", "gpu-b", "--allow-in-service")
-    assert r.code == 2 and "does not answer" in r.err
+    assert r.code == 2 and "does not answer" in r.err and "--no-drain --allow-in-service" in r.err
     assert not any(cordoned(k8s, n) for n in NODES) and maintenance_rows() == []
 
 
@@ -283,6 +285,7 @@ def test_a_job_that_still_runs_holds_its_node(cli: Any, fleet: Path, k8s: K8sLab
     assert entered is not None and entered.evicted == 2
     r = cli("k8s", "uncordon", "gpu-b")
     assert r.code == 2 and f"held by job {journal.job_id} (burnin, drained), which still runs" in r.err
+    assert cli("server", "set-state", "gpu-b", "in-service", "--force", "--reason", "test: serving").code == 0
     r = cli("power", "cycle", "gpu-b", "--delete-emptydir-data")
     assert r.code == 2 and f"held by job {journal.job_id}" in r.err
     assert cordoned(k8s, "gpu-b")

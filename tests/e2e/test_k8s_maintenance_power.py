@@ -159,3 +159,13 @@ def test_board_rma_on_a_live_node_drains_and_holds_it(cli: Any, lab: dict[str, A
     assert node(k8s, "pw-01")["spec"]["unschedulable"] is True and training(k8s, "pw-01") == []
     [held] = [s["maintenance"] for s in json.loads(cli("k8s", "status", "pw-01", "-o", "json").out)]
     assert held["state"] == "held" and "PW-0-3 sent for RMA" in held["reason"]
+
+
+def test_a_server_not_in_service_is_not_drained(cli: Any, lab: dict[str, Any], k8s: K8sLabHandle) -> None:
+    """Only servers in service run users' pods (the lifecycle's rule): the cluster of any other is not asked."""
+    assert cli("server", "set-state", "pw-02", "maintenance", "--force", "--reason", "test: out of service").code == 0
+    r = cli("power", "cycle", "pw-02", "-o", "json")  # no drain option needed: nothing is drained
+    assert r.code == 0, r.err
+    assert json.loads(r.out)[0]["ok"] and counters(lab, "pw-02")["power_cycle"] == 1
+    assert not node(k8s, "pw-02")["spec"].get("unschedulable") and training(k8s, "pw-02") != []
+    assert not [j for j in json.loads(cli("jobs", "list", "-o", "json").out) if j["kind"] == "k8s.maintenance"]
