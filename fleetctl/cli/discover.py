@@ -172,7 +172,7 @@ def _discover_rest(report: Any, held: list[tuple[str, Any]], sheet: list[Any], e
     placed: dict[str, Any] = {}
     with conn() as c:
         inventory = read_inventory(c)
-        macs = {f.mac for f in found if f.mac} | {e.bmc_mac for e in sheet}
+        macs = {m for f in found for m in f.macs} | {e.bmc_mac for e in sheet}
         has_switches = any(r.switches for s in inventory.sites for r in s.racks)
         if macs and has_switches and not no_switches:
             from fleetctl.discovery.placement import place, read_sightings
@@ -180,8 +180,9 @@ def _discover_rest(report: Any, held: list[tuple[str, Any]], sheet: list[Any], e
             sightings, switch_errors = read_sightings(c, switches)
             placed = place(c, sightings, macs)
     for f in found:
-        if f.mac and f.mac in placed:
-            f.placement = placed[f.mac]
+        at = next((m for m in f.macs if m in placed), None)
+        if at is not None:
+            f.placement = placed[at]
     plan = build_plan(inventory, found, probed=probed, port=port)
     expect_rows, unexpected = _expectations(sheet, found, placed, where) if sheet else ([], [])
 
@@ -218,7 +219,7 @@ def _expectations(
     sheet: list[Any], found: list[Any], placed: dict[str, Any], where: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Each sheet row: found or not, where cabled; and what was found that no row expects."""
-    by_mac = {f.mac: f for f in found if f.mac}
+    by_mac = {m: f for f in found for m in f.macs}
     by_serial = {f.serial: f for f in found if f.serial}
     rows = []
     matched: set[str] = set()

@@ -61,6 +61,8 @@ class Inspected:
     nics: list[tuple[str, str]] = field(default_factory=list)  # (name, mac) of the system's NICs
     boards: list[Any] = field(default_factory=list)  # fleetctl.interfaces.bmc.Board
     error: str | None = None
+    bmc_macs: list[str] = field(default_factory=list)  # the BMC's own interfaces (its Managers' EthernetInterfaces)
+    mac_error: str | None = None
 
 
 @dataclass
@@ -88,6 +90,14 @@ class Found:
         if self.inspected and self.inspected.serial:
             return self.inspected.serial
         return self.expected.serial if self.expected else None
+
+    @property
+    def macs(self) -> list[str]:
+        """Every MAC known to be this BMC's: the lease's, then what logging in read."""
+        out = [self.mac] if self.mac else []
+        if self.inspected:
+            out += [m for m in self.inspected.bmc_macs if m not in out]
+        return out
 
     @property
     def label(self) -> str:
@@ -120,7 +130,7 @@ class Proposal:
         return {
             "kind": self.kind, "server": self.server, "site": self.site, "rack": self.rack, "position": self.position,
             "address": f.address, "url": f.root.url if f.root else None, "mac": f.mac, "serial": f.serial,
-            "uuid": f.root.uuid if f.root else None, "vendor": f.root.vendor if f.root else None,
+            "bmc_macs": f.macs, "uuid": f.root.uuid if f.root else None, "vendor": f.root.vendor if f.root else None,
             "product": f.root.product if f.root else None, "redfish_version": f.root.redfish_version if f.root else None,
             "fingerprint": f.root.fingerprint if f.root else None, "model": self.model, "matched_by": self.matched_by,
             "changes": {k: {"from": a, "to": b} for k, (a, b) in self.changes.items()},
@@ -202,7 +212,7 @@ def lay_sheet(found: list[Found], sheet: Sequence[Expected], where: str) -> None
     by_mac = {e.bmc_mac: e for e in sheet}
     by_serial = {e.serial: e for e in sheet}
     for f in found:
-        e = by_mac.get(f.mac or "")
+        e = next((by_mac[m] for m in f.macs if m in by_mac), None)
         if e is None and f.inspected and f.inspected.serial:
             e = by_serial.get(f.inspected.serial)
         if e is not None:
@@ -285,8 +295,8 @@ def build_plan(
         how = None
         if f.serial and f.serial in by_serial:
             d, how = by_serial[f.serial], "serial"
-        elif f.mac and f.mac in by_mac:
-            d, how = by_mac[f.mac], "bmc mac"
+        elif any(m in by_mac for m in f.macs):
+            d, how = by_mac[next(m for m in f.macs if m in by_mac)], "bmc mac"
         elif root and root.fingerprint and root.fingerprint in by_fp:
             d, how = by_fp[root.fingerprint], "fingerprint"
         elif root and (root.address, root.port) in by_addr:

@@ -329,8 +329,22 @@ def client_context() -> ssl.SSLContext:
     return ctx
 
 
-async def probe_one(address: str, port: int, *, limits: ProbeLimits, ctx: ssl.SSLContext | None) -> ServiceRoot:
-    """One address's service root (``ctx`` None: plain HTTP). Raises :class:`ProbeFailed` with the reason."""
+async def get_json(
+    address: str,
+    port: int,
+    path: str,
+    *,
+    limits: ProbeLimits,
+    ctx: ssl.SSLContext | None,
+    authorization: str | None = None,
+    pinned: str | None = None,
+) -> tuple[Any, str | None]:
+    """One bounded ``GET path`` on its own connection: (the decoded JSON, the certificate's SHA-256).
+
+    ``pinned``: the fingerprint the certificate must have (a login never goes to
+    a certificate other than the one the probe saw). Raises :class:`ProbeFailed`
+    with the reason (``refused``, ``timeout``, ``tls: ...``, ``http 401``, ``not json`` ...).
+    """
     try:
         async with asyncio.timeout(limits.deadline):
             try:
@@ -352,10 +366,13 @@ async def probe_one(address: str, port: int, *, limits: ProbeLimits, ctx: ssl.SS
                 if ctx is not None:
                     der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
                     fingerprint = hashlib.sha256(der).hexdigest() if der else None
+                if pinned is not None and fingerprint != pinned:
+                    raise ProbeFailed(f"tls: the certificate is {fingerprint}, not the {pinned} probed")
                 host = f"[{address}]" if ":" in address else address
+                auth = f"Authorization: {authorization}\r\n" if authorization else ""
                 writer.write(
-                    f"GET {ROOT_PATH} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: application/json\r\nOData-Version: 4.0\r\n"
-                    f"User-Agent: fleetctl-discover\r\nConnection: close\r\n\r\n".encode("ascii")
+                    f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: application/json\r\nOData-Version: 4.0\r\n{auth}"
+                    f"User-Agent: fleetctl-discover\r\nConnection: close\r\n\r\n".encode()
                 )
                 status, _headers, body = await _read_response(reader, limits)
             finally:
@@ -372,9 +389,19 @@ async def probe_one(address: str, port: int, *, limits: ProbeLimits, ctx: ssl.SS
     if status != 200:
         raise ProbeFailed(f"http {status}")
     try:
-        doc = json.loads(body)
+        return json.loads(body), fingerprint
     except (ValueError, UnicodeDecodeError):
-        raise ProbeFailed("not redfish") from None
+        raise ProbeFailed("not json") from None
+
+
+async def probe_one(address: str, port: int, *, limits: ProbeLimits, ctx: ssl.SSLContext | None) -> ServiceRoot:
+    """One address's service root (``ctx`` None: plain HTTP). Raises :class:`ProbeFailed` with the reason."""
+    try:
+        doc, fingerprint = await get_json(address, port, ROOT_PATH, limits=limits, ctx=ctx)
+    except ProbeFailed as e:
+        if e.reason == "not json":
+            raise ProbeFailed("not redfish") from None
+        raise
     return parse_service_root(doc, address=address, port=port, fingerprint=fingerprint, scheme="https" if ctx else "http")
 
 

@@ -106,6 +106,9 @@ def test_credential_and_expect(lab: dict[str, Any], loaded: Path, cli: Any, tmp_
     by = {p["address"]: p for p in doc["proposals"]}
     # The fourth lab BMC: its serial read by logging in, which ties it to the sheet's first row; its model matched.
     assert by["127.96.0.4"]["serial"] == "SN00000003" and by["127.96.0.4"]["sources"]["serial"] == "inspect"
+    # The BMC's own MAC (its Manager's EthernetInterfaces), read by logging in: no lease needed to place it.
+    assert by["127.96.0.4"]["mac"] == "02:1b:00:00:00:03" and by["127.96.0.4"]["sources"]["mac"].startswith("inspect")
+    assert by["127.96.0.3"]["bmc_macs"] == ["02:aa:00:00:00:03", "02:1b:00:00:00:02"]  # the lease's first
     expected = {e["serial"]: (e["status"], e["address"]) for e in doc["expected"]}
     assert expected == {"SN00000003": ("found", "127.96.0.4"), "SN-NOT-HERE": ("not found", None)}
     assert sorted(u["address"] for u in doc["unexpected"]) == ["127.96.0.1", "127.96.0.2", "127.96.0.3"]

@@ -123,7 +123,7 @@ def _cert_helper_importable() -> None:
     import importlib.util
 
     if "tests_unit_discovery_certs" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "unit" / "discovery" / "conftest.py"
+        path = Path(__file__).resolve().parents[1] / "unit" / "discovery" / "discovery_servers.py"
         spec = importlib.util.spec_from_file_location("tests_unit_discovery_certs", path)
         assert spec and spec.loader
         mod = importlib.util.module_from_spec(spec)

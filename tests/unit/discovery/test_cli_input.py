@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Behaviour, ServiceRoots
+from discovery_servers import Behaviour, ServiceRoots
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "discovery" / "leases"
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Behaviour, ServiceRoots
+from discovery_servers import Behaviour, ServiceRoots
 
 from fleetctl.discovery import probe
 from fleetctl.errors import InputError
