@@ -102,8 +102,8 @@ PolicyOpt = Annotated[
 def report_publication(pub: Any, policy: Any, output: Format, *, in_sweep: bool) -> int:
     """Print a publication (its summary, the breaker's line, a line per failed cluster); the exit code it calls for.
 
-    In a sweep (``in_sweep``), a cluster that failed is one line and the sweep's exit code stands (0: the caller keeps
-    its own); the breaker is ``EXIT_BREAKER``. Alone (``k8s publish``), a failed cluster is ``EXIT_PUBLISH``.
+    A cluster that failed is ``EXIT_PUBLISH`` (in a sweep, ``in_sweep``, its line says how to publish the stored run
+    again; the sweep weighs it against its own code: fleetctl.cli.sweep.with_publication); the breaker ``EXIT_BREAKER``.
     """
     from fleetctl.cli.output import console
     from fleetctl.errors import EXIT_BREAKER, EXIT_PUBLISH
@@ -121,7 +121,7 @@ def report_publication(pub: Any, policy: Any, output: Format, *, in_sweep: bool)
         err.print(f"error: k8s: verdicts not published: {line}{tail}", markup=False, highlight=False, soft_wrap=True)
     if pub.tripped:
         return EXIT_BREAKER
-    if pub.failed and not in_sweep:
+    if pub.failed:
         return EXIT_PUBLISH
     return 0
 

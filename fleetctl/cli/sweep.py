@@ -210,15 +210,27 @@ def run(
             console(stderr=True).print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
     code = EXIT_BY_STATUS[result.worst_new.value]
     if publish:
-        code = _publish(result.run_id, policy, output) or code
+        code = with_publication(code, _publish(result.run_id, policy, output))
     raise typer.Exit(code)
 
 
-def _publish(run_id: int, policy: Any, output: Format) -> int:
-    """The run's verdicts on its servers' nodes (fleetctl.k8s.publish); EXIT_BREAKER when the breaker tripped, else 0.
+def with_publication(code: int, published: int) -> int:
+    """The sweep's exit code after its verdicts' publication: the breaker's (7) over any; a publication that failed (8)
+    over a healthy or warning verdict (0, 1), so that a timer's unit alerts when the scheduler was not told; the
+    findings' own code (4, 5) and the store's (6) stand over a failed publication (each alerts already)."""
+    from fleetctl.errors import EXIT_BREAKER, EXIT_PUBLISH
 
-    A cluster that does not answer is one line: the sweep is stored and its exit code stands (`fleetctl k8s publish`
-    retries, exit 8 when it fails again).
+    if published == EXIT_BREAKER:
+        return EXIT_BREAKER
+    if published == EXIT_PUBLISH and code in (0, 1):
+        return EXIT_PUBLISH
+    return code
+
+
+def _publish(run_id: int, policy: Any, output: Format) -> int:
+    """The run's verdicts on its servers' nodes (fleetctl.k8s.publish): EXIT_BREAKER when the breaker tripped,
+    EXIT_PUBLISH when a cluster could not be read or written (one line each; the sweep is stored and `fleetctl k8s
+    publish` publishes it), else 0. :func:`with_publication` makes the sweep's exit code of it.
     """
     from fleetctl.cli.common import conn
     from fleetctl.cli.k8s import report_publication
