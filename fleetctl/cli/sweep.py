@@ -26,6 +26,8 @@ EXIT_BY_STATUS = {"ok": 0, "warning": 1, "unknown": 4, "critical": 5}
 
 # A cutoff this many days back is still a date (a million days is before year 1: OverflowError at the end of the run).
 MAX_RETENTION_DAYS = 36500
+# --processes at most (fleetctl.sweep.workflow.MAX_PROCESSES: not imported here, so that --help stays light).
+MAX_PROCESSES = 256
 
 
 class _RunByDefault(TyperGroup):
@@ -121,6 +123,11 @@ def run(
         Path | None, typer.Option("--textfile", help="Also write fleetctl.prom here for node_exporter's textfile collector.")
     ] = None,
     concurrency: Annotated[int, typer.Option(help="BMCs read at once (each with at most 2 requests in flight).", parser=whole(1))] = 250,
+    processes: Annotated[
+        int | None, typer.Option(help="Worker processes that read the BMCs, a shard each, --concurrency shared among them "
+                                 "(default: the cores, one per 250 servers at most; 1: this process alone).",
+                                 parser=whole(1, MAX_PROCESSES), show_default=False)  # fmt: skip
+    ] = None,
     timeout: Annotated[
         float, typer.Option(help="Seconds one BMC may take in all; a hung BMC costs this, nothing more.", callback=finite(1))
     ] = 60.0,
@@ -189,10 +196,12 @@ def run(
                        TextColumn("{task.fields[last]}"), console=console(stderr=True), transient=True)  # fmt: skip
         with bar:
             task = bar.add_task("sweep", total=total, last="")
-            here = local_collector(servers, switches, opts, progress=lambda d, t, n, s: bar.update(task, completed=d, last=f"{n} {s}"))
+            here = local_collector(servers, switches, opts, progress=lambda d, t, n, s: bar.update(task, completed=d, last=f"{n} {s}"),
+                                   processes=processes)  # fmt: skip
             result = run_sweep(servers, switches, selector=" ".join(selector), options=opts, collect=here)
     else:  # in process: the sweep's description run here (fleetctl.sweep.workflow), one shard of every target
-        result = run_sweep(servers, switches, selector=" ".join(selector), options=opts, collect=local_collector(servers, switches, opts))
+        result = run_sweep(servers, switches, selector=" ".join(selector), options=opts,
+                           collect=local_collector(servers, switches, opts, processes=processes))  # fmt: skip
     late = list(result.warnings)
     if textfile is not None:
         from fleetctl.sweep.prometheus import write_textfile

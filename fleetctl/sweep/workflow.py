@@ -17,12 +17,17 @@ the run row, its end, interrupted or not, the pruning); in between, through its
 The criteria the host checks judge boards by travel in the request, read once
 by the command (``$FLEETCTL_BURNIN_CRITERIA`` or the bundled file, as burn-in
 reads them): every worker judges by the command's, not by its own copy.
+
+In process with ``processes`` > 1 (:func:`local_collector`), the same units run
+in a pool of worker processes (:func:`~fleetctl.workflows.describe.run_local`),
+one shard per process, each shard read exactly as a Temporal worker reads it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import math
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -37,10 +42,15 @@ from fleetctl.store import get_engine, immediate
 from fleetctl.store import tables as T
 from fleetctl.sweep.engine import Recorder, SweepOptions, sweep_targets
 from fleetctl.targets import resolve, resolve_switches
-from fleetctl.workflows.describe import Context, Description, Opened, Outcome, Unit, arun_local, register
+from fleetctl.workflows.describe import Context, Description, Opened, Outcome, Unit, arun_local, default_processes, register
 
 SHARD_TARGETS = 1000  # servers per unit
 SHARDS_AT_ONCE = 1  # shards a worker (a process) reads at once, each with the sweep's own concurrency
+#: Servers a worker process is started for, at least, when --processes is not given: a process costs ~1 s of CPU to start
+#: (its imports), more than a few dozen BMCs take to read, and one process reads ~250 BMCs at once.
+SERVERS_PER_PROCESS = 250
+#: --processes at most (a sanity bound: each is a Python process of its own).
+MAX_PROCESSES = 256
 
 
 @dataclass
@@ -108,6 +118,8 @@ class SweepWorkflow(Description[SweepRequest, SweepRunData, Shard, ShardSummary,
     """The sweep's reading: a unit per shard."""
 
     name = "sweep"
+    # A shard finds its targets, credentials and expectations in the store itself (as on a Temporal worker).
+    process_safe = True
 
     def __init__(self) -> None:
         self.shards_at_once = asyncio.Semaphore(SHARDS_AT_ONCE)
@@ -203,17 +215,66 @@ class Here:
 Collect = Callable[[Recorder], Coroutine[Any, Any, None]]
 
 
+def processes_for(servers: int, processes: int | None) -> int:
+    """The worker processes a sweep of ``servers`` BMCs runs in: ``processes`` as asked (None: the cores this process may
+    use, one per SERVERS_PER_PROCESS servers at most), never more than one per server; 1: in this process."""
+    if processes is None:
+        processes = min(default_processes(), math.ceil(servers / SERVERS_PER_PROCESS))
+    return max(1, min(processes, servers))
+
+
 def local_collector(servers: list[Any], switches: list[Any], options: SweepOptions,
-                    progress: Callable[[int, int, str, str], None] | None = None) -> Collect:  # fmt: skip
-    """``collect`` for :func:`fleetctl.sweep.engine.run` in process: the description run here (:func:`arun_local`), one
-    shard of every target, read into the command's recorder (so a Ctrl-C keeps what was read, as the run's counts)."""
+                    progress: Callable[[int, int, str, str], None] | None = None, processes: int | None = 1) -> Collect:  # fmt: skip
+    """``collect`` for :func:`fleetctl.sweep.engine.run` in process: the description run here (:func:`arun_local`).
+
+    One process (``processes`` 1, or :func:`processes_for` says so): one shard of every target, read into the command's
+    recorder (so a Ctrl-C keeps what was read, as the run's counts). More: a shard per process (by site, as on Temporal),
+    each read by a worker process into the run with its own recorder and ``options.concurrency / processes`` BMCs at
+    once; ``progress`` then follows the targets recorded in the store.
+    """
+    n = processes_for(len(servers), processes)
 
     async def collect(rec: Recorder) -> None:
-        req = SweepRequest(rec.run_id, rec.now.isoformat(), options, [s.name for s in servers], [w.name for w in switches], shard=0)
-        ctx = Context("process", str(Holder.me()), progress=progress, shared=Here(rec, servers, switches))
-        merge(rec, await arun_local(SWEEP, req, ctx=ctx))
+        names, sw_names = [s.name for s in servers], [w.name for w in switches]
+        if n <= 1:
+            req = SweepRequest(rec.run_id, rec.now.isoformat(), options, names, sw_names, shard=0)
+            ctx = Context("process", str(Holder.me()), progress=progress, shared=Here(rec, servers, switches))
+            merge(rec, await arun_local(SWEEP, req, ctx=ctx))
+            return
+        per_process = dataclasses.replace(options, concurrency=max(1, math.ceil(options.concurrency / n)))
+        req = SweepRequest(rec.run_id, rec.now.isoformat(), per_process, names, sw_names, shard=math.ceil(len(names) / n))
+        watch = asyncio.create_task(_follow(rec.run_id, len(names) + len(sw_names), progress)) if progress else None
+        try:
+            merge(rec, await arun_local(SWEEP, req, ctx=Context("process", str(Holder.me())), processes=n))
+        except BaseException:
+            # Interrupted: the workers are stopped; the run's counts are what they recorded.
+            with contextlib.suppress(Exception):
+                rec.counts = {**{k: 0 for k in rec.counts}, **_recorded(rec.run_id)}
+            raise
+        finally:
+            if watch is not None:
+                watch.cancel()
 
     return collect
+
+
+def _recorded(run_id: int) -> dict[str, int]:
+    """The run's targets recorded so far, by status."""
+    from sqlalchemy import func
+
+    with get_engine().connect() as c:
+        q = select(T.sweep_target.c.status, func.count()).where(T.sweep_target.c.run_id == run_id).group_by(T.sweep_target.c.status)
+        return {str(status): int(n) for status, n in c.execute(q)}
+
+
+async def _follow(run_id: int, total: int, progress: Callable[[int, int, str, str], None]) -> None:
+    """The live view of a sweep read by worker processes: its targets recorded in the store, once a second (the workers
+    write a batch every 2 s; a read does not wait for a writer in WAL)."""
+    while True:
+        await asyncio.sleep(1.0)
+        with contextlib.suppress(Exception):  # a view, never the sweep's failure
+            done = sum((await asyncio.to_thread(_recorded, run_id)).values())
+            progress(done, total, "", "")
 
 
 def merge(rec: Recorder, summary: ShardSummary) -> None:
@@ -231,5 +292,5 @@ def merge(rec: Recorder, summary: ShardSummary) -> None:
         raise FleetError(f"the sweep could not read {len(summary.lost)} shard(s): {'; '.join(summary.lost)[:1000]}")
 
 
-__all__ = ["SHARD_TARGETS", "SWEEP", "Here", "Shard", "ShardSummary", "SweepRequest", "SweepRunData", "SweepWorkflow", "local_collector",
-           "merge"]  # fmt: skip
+__all__ = ["MAX_PROCESSES", "SHARD_TARGETS", "SWEEP", "Here", "Shard", "ShardSummary", "SweepRequest", "SweepRunData", "SweepWorkflow",
+           "local_collector", "merge", "processes_for"]  # fmt: skip

@@ -38,14 +38,29 @@ references. :func:`plain` and :func:`typed` turn them into JSON values and back.
 ``Opened.concurrency`` at once, ``close``. The Temporal engine runs the same
 three through one parent workflow and one set of activities, found by the
 description's name in the :func:`register`-ed descriptions.
+
+With ``processes`` > 1, :func:`run_local` runs the units of a ``process_safe``
+description in a pool of that many worker processes (every core of the machine),
+each unit as a Temporal activity would: its data as JSON values, in its own
+``session`` of one, its own event loop and connections; ``open``, the gates and
+``close`` stay in the calling process. A worker that dies takes the pool with it
+(``BrokenProcessPool``): its units and those of the workers torn down with it run
+again in a new pool, up to ``Opened.attempts``, as Temporal runs a lost activity
+again. Ctrl-C or SIGTERM stops the workers (each unit's ``finally`` runs) before
+``close``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
+import os
+import signal
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
@@ -88,7 +103,8 @@ class Opened(Generic[Run, In]):
     kept: Any = None  # for close alone (the description's ``kept_type``), not given to the units
     concurrency: int = 250
     job: int | None = None  # the journal's job, for a person following the run (None: the workflow keeps no job)
-    #: Attempts of a unit whose worker is lost (Temporal; in process a unit runs once).
+    #: Attempts of a unit whose worker is lost (Temporal, or a worker process of :func:`run_local`'s pool); a unit that
+    #: raises runs once.
     attempts: int = 3
 
 
@@ -163,6 +179,10 @@ class Description(ABC, Generic[Req, Run, In, Out, Res]):
     #: Whether ``sites`` and ``check`` run before open (on Temporal ``check`` runs on each site's queue: where that site's
     #: credentials resolve), and any problem refuses the run through ``refusal``.
     checked: ClassVar[bool] = False
+    #: Whether :func:`run_local` may run the units in worker processes (``processes`` > 1): each unit then gets its data
+    #: as JSON values and its own ``session`` of one, with nothing of the calling process (as on Temporal), and must
+    #: find its targets, credentials and store itself. Its description's module is imported by the worker to find it.
+    process_safe: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -257,23 +277,28 @@ def typed(cls: Any, value: Any) -> Any:
 
 
 def run_local(description: Description[Req, Run, In, Out, Res], request: Req, *, progress: UnitProgress | None = None,
-              ctx: Context | None = None) -> Res:  # fmt: skip
+              ctx: Context | None = None, processes: int = 1) -> Res:  # fmt: skip
     """Run a description in this process: open, the units (bounded), close; its result.
 
     A unit that raises is that unit's ``lost`` outcome, never the run's end.
     Ctrl-C (KeyboardInterrupt, or SIGTERM turned into it) closes the run as
     interrupted with the units done so far, then goes on out.
 
+    ``processes`` > 1 (a ``process_safe`` description): the units run in a pool of that many worker processes, at most
+    one unit per worker at a time (see the module's docstring); ``ctx.progress`` and ``ctx.shared`` stay here.
+
     Raises:
         FleetError: open refused (nothing was touched).
     """
-    return asyncio.run(arun_local(description, request, progress=progress, ctx=ctx))
+    return asyncio.run(arun_local(description, request, progress=progress, ctx=ctx, processes=processes))
 
 
 async def arun_local(description: Description[Req, Run, In, Out, Res], request: Req, *, progress: UnitProgress | None = None,
-                     ctx: Context | None = None) -> Res:  # fmt: skip
+                     ctx: Context | None = None, processes: int = 1) -> Res:  # fmt: skip
     """:func:`run_local` in a running event loop (a command that runs other work beside it)."""
     ctx = ctx or Context("process", str(Holder.me()))
+    if processes > 1 and not description.process_safe:
+        raise ValueError(f"the {description.name} workflow's units cannot run in worker processes (not process_safe)")
     if description.checked:
         problems = [p for site in description.sites(ctx, request) for p in description.check(ctx, request, site)]
         if problems:
@@ -281,7 +306,11 @@ async def arun_local(description: Description[Req, Run, In, Out, Res], request: 
     opened = description.open(ctx, request)
     outcomes: list[Outcome[Out]] = []
     try:
-        await _units(description, ctx, opened, outcomes, progress)
+        if processes > 1:
+            with _Pool(processes) as pool:
+                await _units(description, ctx, opened, outcomes, progress, pool)
+        else:
+            await _units(description, ctx, opened, outcomes, progress)
     except BaseException:  # Ctrl-C: asyncio.run cancels this task; the run is closed as interrupted, then it goes on out
         description.close(ctx, opened.run, opened.kept, outcomes, interrupted=True)
         raise
@@ -291,15 +320,30 @@ async def arun_local(description: Description[Req, Run, In, Out, Res], request: 
 
 
 async def _units(description: Description[Any, Run, In, Out, Any], ctx: Context, opened: Opened[Run, In], outcomes: list[Outcome[Out]],
-                 progress: UnitProgress | None) -> None:  # fmt: skip
+                 progress: UnitProgress | None, pool: _Pool | None = None) -> None:  # fmt: skip
     bound = asyncio.Semaphore(max(1, opened.concurrency))
+    run_json = plain(opened.run, description.run_type) if pool is not None else None
+
+    async def pooled(u: Unit[In]) -> Out:
+        """The unit in a worker process; run again in a new pool when a worker died under it (at most ``attempts``)."""
+        assert pool is not None
+        data = plain(u.data, description.unit_type)
+        for attempt in range(1, max(1, opened.attempts) + 1):
+            try:
+                out = await pool.call(_unit_in_worker, type(description).__module__, description.name, ctx.owner, attempt, run_json, data)
+            except BrokenProcessPool:
+                if attempt >= opened.attempts:
+                    raise
+                continue
+            return typed(description.out_type, out)  # type: ignore[no-any-return]
+        raise AssertionError("unreachable")  # (the loop returns or raises)
 
     async def one(u: Unit[In]) -> None:
         async with bound:
             if progress:
                 progress(u.key, "running", None)
             try:
-                out = await description.unit(ctx, opened.run, u.data)
+                out = await (pooled(u) if pool is not None else description.unit(ctx, opened.run, u.data))
             except Exception as e:  # noqa: BLE001 - one target's surprise is that target's outcome, never the run's end
                 outcomes.append(Outcome(u.key, lost=f"{type(e).__name__}: {e}"))
                 if progress:
@@ -309,7 +353,9 @@ async def _units(description: Description[Any, Run, In, Out, Any], ctx: Context,
             if progress:
                 progress(u.key, "done", out)
 
-    async with description.session(ctx, opened.run, [u.data for u in opened.units]) as shared:
+    # In a pool every unit has its session in its worker; none is opened here.
+    session = description.session(ctx, opened.run, [u.data for u in opened.units]) if pool is None else _no_session()
+    async with session as shared:
         ctx.shared = shared
         tally: Any = None
         for wave, units in waves(opened.units):
@@ -330,6 +376,140 @@ async def _units(description: Description[Any, Run, In, Out, Any], ctx: Context,
                 tally = description.wave_done(ctx, opened.run, wave, outcomes[before:], tally)
 
 
+@contextlib.asynccontextmanager
+async def _no_session() -> AsyncIterator[Any]:
+    yield None
+
+
+# --- worker processes -----------------------------------------------------------------------
+
+#: Seconds the workers get to end their units after SIGTERM (a unit's ``finally`` may write a last batch: the store's
+#: busy timeout is 30 s), before SIGKILL.
+STOP_GRACE_S = 35.0
+
+
+class _Pool:
+    """A ProcessPoolExecutor (spawn: no inherited event loop, connection or lock) that a dead worker does not end.
+
+    A worker that dies breaks the executor (every unit in it fails with ``BrokenProcessPool``, and the executor
+    terminates the other workers: its queues may be in a dirty state): the next call gets a new executor.
+    """
+
+    def __init__(self, processes: int) -> None:
+        import multiprocessing
+
+        self.processes = processes
+        self.context = multiprocessing.get_context("spawn")
+        self.executor = self._new()
+        self.old: list[ProcessPoolExecutor] = []
+
+    def _new(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(self.processes, mp_context=self.context, initializer=_worker_init, initargs=(os.getpid(),))
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        executor = self.executor
+        try:
+            return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+        except BrokenProcessPool:
+            if self.executor is executor:  # the first unit to see it renews the pool; the others find it renewed
+                self.old.append(executor)
+                executor.shutdown(wait=False, cancel_futures=True)
+                self.executor = self._new()
+            raise
+
+    def __enter__(self) -> _Pool:
+        return self
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        if kind is None:
+            self.executor.shutdown(wait=True)
+            return
+        # Interrupted (Ctrl-C, SIGTERM, the run's task cancelled): no new unit starts, each running one is told to stop
+        # (SIGTERM: its worker cancels it, its ``finally`` runs), and the caller closes the run once every worker is gone,
+        # so none writes into a run said to be over.
+        for executor in [*self.old, self.executor]:
+            executor.shutdown(wait=False, cancel_futures=True)
+        stop_workers([p for executor in [*self.old, self.executor] for p in _processes(executor)])
+
+
+def _processes(executor: ProcessPoolExecutor) -> list[Any]:
+    # The executor's own list of its workers: Python < 3.14 has no public way to stop them (terminate_workers).
+    return list((getattr(executor, "_processes", None) or {}).values())
+
+
+def stop_workers(processes: list[Any], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM each worker process, wait for them all at most ``grace_s``, then SIGKILL what is left."""
+    import time
+
+    for p in processes:
+        with contextlib.suppress(Exception):
+            if p.is_alive():
+                p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in processes:
+        with contextlib.suppress(Exception):
+            p.join(max(0.0, deadline - time.monotonic()))
+    for p in processes:
+        with contextlib.suppress(Exception):
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+
+
+def _worker_init(parent: int) -> None:
+    """A worker process's start: the parent stops it, not the terminal's Ctrl-C, and it never outlives the parent."""
+    # Ctrl-C reaches the whole foreground process group: the parent stops the workers in order (SIGTERM) instead.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(Exception):  # Linux: SIGTERM when the parent dies, even by SIGKILL (PR_SET_PDEATHSIG = 1)
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def _unit_in_worker(module: str, name: str, owner: str, attempt: int, run: Any, data: Any) -> Any:
+    """One unit in a worker process, as a Temporal activity runs it: its description found by name, its data typed back,
+    its session of one, its output as JSON values. SIGTERM cancels it (its ``finally`` blocks run)."""
+    importlib.import_module(module)  # registers the description
+    desc = described(name)
+    ctx = Context("process", owner, attempt=attempt)
+
+    stopped = False
+
+    def stop(task: asyncio.Task[Any]) -> None:
+        nonlocal stopped
+        stopped = True
+        task.cancel()
+
+    async def main() -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop, task)  # (removed with the loop: SIGTERM kills again)
+        typed_run, typed_data = typed(desc.run_type, run), typed(desc.unit_type, data)
+        async with desc.session(ctx, typed_run, [typed_data]) as shared:
+            ctx.shared = shared
+            out = await desc.unit(ctx, typed_run, typed_data)
+        return plain(out, desc.out_type)
+
+    try:
+        return asyncio.run(main())
+    finally:
+        if stopped:
+            # Told to stop (the parent interrupted, or the executor tearing a broken pool down): out, once the unit's
+            # ``finally`` ran. Back in the executor's loop this worker would wait for work that never comes, and the
+            # executor's join of its workers (and the parent's exit) would wait for it forever.
+            os._exit(128 + signal.SIGTERM)
+
+
+def default_processes() -> int:
+    """The cores this process may run on (its CPU affinity: a container's or a taskset's share, not the machine's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def waves(units: list[Unit[In]]) -> list[tuple[int, list[Unit[In]]]]:
     """The units by wave, in ascending order (each wave's in the order open gave them); no empty wave."""
     by: dict[int, list[Unit[In]]] = {}
@@ -338,5 +518,5 @@ def waves(units: list[Unit[In]]) -> list[tuple[int, list[Unit[In]]]]:
     return sorted(by.items())
 
 
-__all__ = ["Context", "Description", "Gate", "Opened", "Outcome", "Unit", "arun_local", "described", "plain", "register", "run_local",
-           "typed", "waves"]  # fmt: skip
+__all__ = ["Context", "Description", "Gate", "Opened", "Outcome", "Unit", "arun_local", "default_processes", "described", "plain",
+           "register", "run_local", "stop_workers", "typed", "waves"]  # fmt: skip
