@@ -47,9 +47,13 @@ def read_sheet(path: Path) -> list[Expected]:
     """The sheet's rows. Raises InputError naming the file, line and column of the first problem."""
     where = str(path)
     try:
-        if path.stat().st_size > MAX_BYTES:
+        if not path.is_file():
+            raise InputError("not a regular file", location=where)
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
             raise InputError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a delivery sheet", location=where)
-        text = path.read_bytes().decode("utf-8-sig")  # spreadsheets save a BOM
+        text = raw.decode("utf-8-sig")  # spreadsheets save a BOM
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror or e}", location=where) from None
     except UnicodeDecodeError as e:

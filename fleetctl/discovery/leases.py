@@ -74,9 +74,13 @@ def read_leases(path: Path, fmt: str | None = None) -> tuple[str, list[Lease]]:
     """
     where = str(path)
     try:
-        if path.stat().st_size > MAX_BYTES:
+        if not path.is_file():
+            raise InputError("not a regular file", location=where)
+        # Read up to the cap, never by the size stat gives: /proc files say 0, a device never ends.
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
             raise InputError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a lease file", location=where)
-        raw = path.read_bytes()
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror or e}", location=where) from None
     try:

@@ -108,3 +108,13 @@ def test_detect() -> None:
     assert detect((DATA / "isc-dhcp-leases-pfsense.leases").read_text()) == "dhcpd"
     assert detect("# The format of this file is documented in the dhcpd.leases(5) manual page.\n") == "dhcpd"
     assert detect("hello world\n") is None
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/proc/self/status", "/"])
+def test_devices_folders_and_proc_files_are_refused_without_reading_forever(path: str) -> None:
+    from fleetctl.discovery.expect import read_sheet
+
+    with pytest.raises(InputError, match=r"not a regular file|not a lease file"):
+        read_leases(Path(path))
+    with pytest.raises(InputError, match=r"not a regular file|header"):
+        read_sheet(Path(path))
