@@ -26,49 +26,70 @@ class PlanFormat(StrEnum):
 def command(
     ranges: Annotated[
         list[str] | None,
-        typer.Option("--range", help="A CIDR range to probe (repeatable); larger than a /16 needs --yes.", callback=non_empty),
+        typer.Option(
+            "--range", metavar="CIDR", help="A CIDR range to probe (repeatable); larger than a /16 needs --yes.", callback=non_empty
+        ),
     ] = None,
     leases: Annotated[
         list[Path] | None,
-        typer.Option("--leases", help="A DHCP lease file: its addresses are probed, its MACs placed (repeatable).", parser=a_path),
+        typer.Option(
+            "--leases", metavar="FILE", help="A DHCP lease file: its addresses are probed, its MACs placed (repeatable).", parser=a_path
+        ),
     ] = None,
     leases_format: Annotated[
-        str | None, typer.Option("--leases-format", help="kea, dnsmasq or dhcpd (default: detected from the content).")
+        str | None, typer.Option("--leases-format", metavar="FORMAT", help="kea, dnsmasq or dhcpd (default: detected from the content).")
     ] = None,
     ssdp: Annotated[bool, typer.Option("--ssdp", help="Also ask by SSDP M-SEARCH (urn:dmtf-org:service:redfish-rest:1).")] = False,
     ssdp_wait: Annotated[
-        float, typer.Option("--ssdp-wait", help="Seconds to collect SSDP answers.", callback=seconds(0, 60, above=True))
+        float, typer.Option("--ssdp-wait", metavar="SECONDS", help="Seconds to collect SSDP answers.", callback=seconds(0, 60, above=True))
     ] = 3.0,
     ssdp_interface: Annotated[
-        str | None, typer.Option("--ssdp-interface", help="The local IPv4 address to send the M-SEARCH from.", callback=non_empty)
+        str | None,
+        typer.Option("--ssdp-interface", metavar="ADDRESS", help="The local IPv4 address to send the M-SEARCH from.", callback=non_empty),
     ] = None,
-    port: Annotated[int, typer.Option("--port", help="The TCP port of the Redfish service.", parser=whole(1, 65535))] = 443,
+    port: Annotated[int, typer.Option("--port", metavar="PORT", help="The TCP port of the Redfish service.", parser=whole(1, 65535))] = 443,
     credential: Annotated[
         str | None,
-        typer.Option("--credential", help="Log in with this reference and read serial, model, NICs, boards.", callback=non_empty),
+        typer.Option(
+            "--credential", metavar="REF", help="Log in with this reference and read serial, model, NICs, boards.", callback=non_empty
+        ),
     ] = None,
     expect: Annotated[
-        Path | None, typer.Option("--expect", help="A delivery sheet (CSV: serial, bmc_mac, model) to check against.", parser=a_path)
+        Path | None,
+        typer.Option("--expect", metavar="SHEET", help="A delivery sheet (CSV: serial, bmc_mac, model) to check against.", parser=a_path),
     ] = None,
     switches: Annotated[
         list[str] | None,
         typer.Option(
-            "--switches", help="Read only these switches' MAC tables (TARGETs as `switch` takes them).", callback=non_empty
+            "--switches",
+            metavar="TARGET",
+            help="Read only these switches' MAC tables (TARGETs as `switch` takes them).",
+            callback=non_empty,
         ),  # fmt: skip
     ] = None,
     no_switches: Annotated[bool, typer.Option("--no-switches", help="Do not read the switches: no placement.")] = False,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Connections open at once.", parser=whole(1, 65536))] = 512,
-    per_subnet: Annotated[int, typer.Option("--per-subnet", help="Connections open at once into one /24.", parser=whole(1, 65536))] = 64,
-    rate: Annotated[float, typer.Option("--rate", help="New connections per second.", callback=finite(0, above=True))] = 2000.0,
+    concurrency: Annotated[int, typer.Option("--concurrency", metavar="N", help="Connections open at once.", parser=whole(1, 65536))] = 512,
+    per_subnet: Annotated[
+        int, typer.Option("--per-subnet", metavar="N", help="Connections open at once into one /24.", parser=whole(1, 65536))
+    ] = 64,
+    rate: Annotated[
+        float, typer.Option("--rate", metavar="PER_SECOND", help="New connections per second.", callback=finite(0, above=True))
+    ] = 2000.0,
     connect_timeout: Annotated[
-        float, typer.Option("--connect-timeout", help="Seconds for TCP connect and TLS handshake.", callback=seconds(0, 300, above=True))
+        float,
+        typer.Option(
+            "--connect-timeout", metavar="SECONDS", help="Seconds for TCP connect and TLS handshake.", callback=seconds(0, 300, above=True)
+        ),
     ] = 3.0,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds for one address, first byte to last.", callback=seconds(0, 600, above=True))
+        float,
+        typer.Option(
+            "--timeout", metavar="SECONDS", help="Seconds for one address, first byte to last.", callback=seconds(0, 600, above=True)
+        ),
     ] = 10.0,
     yes: Annotated[bool, typer.Option("--yes", help="Probe a range larger than a /16, or one holding this machine's own address.")] = False,
     write: Annotated[
-        Path | None, typer.Option("--write", help="Write the proposed site-file entries to this file.", parser=output_file)
+        Path | None, typer.Option("--write", metavar="FILE", help="Write the proposed site-file entries to this file.", parser=output_file)
     ] = None,
     output: Annotated[PlanFormat, typer.Option("--output", "-o", help="table, json or yaml.")] = PlanFormat.table,
 ) -> None:
