@@ -21,17 +21,39 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy.engine import Connection
 
-from fleetctl.discovery.placement import MacSighting
 from fleetctl.interfaces.snmp import ETHERNET_IF_TYPES
 from fleetctl.interfaces.switch import canonical_mac
 
-__all__ = ["MAX_ROWS", "Via", "read_inventory_switches", "sightings_from_cli", "sightings_from_snmp"]
+__all__ = ["MAX_ROWS", "MacSighting", "Via", "read_inventory_switches", "sightings_from_cli", "sightings_from_snmp"]
 
 Via = Literal["auto", "snmp", "cli", "both"]
+SightingSource = Literal["snmp", "cli", "lldp"]
+
+
+@dataclass(frozen=True)
+class MacSighting:
+    """One MAC learned on one switch port.
+
+    Attributes:
+        switch: the switch's name in the inventory.
+        port: the port's long name as the plan spells it (``Ethernet4``).
+        mac: lower-case, colon-separated (the ``Nic.mac`` rule).
+        vlan: the VLAN it was learned in, None where the table does not say.
+        source: ``snmp`` (BRIDGE-MIB / Q-BRIDGE-MIB), ``cli`` (the MAC table
+            command) or ``lldp`` (a neighbour's chassis id).
+    """
+
+    switch: str
+    port: str
+    mac: str
+    vlan: int | None
+    source: str  # SightingSource
+
 
 #: MAC table rows kept per switch: a management switch holds one or two per
 #: cabled port; a core switch tens of thousands, which say nothing about

@@ -26,6 +26,7 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from fleetctl.discovery.mactable import MacSighting, read_inventory_switches
 from fleetctl.inventory.schema import normalise_mac
 
 __all__ = [
@@ -42,28 +43,7 @@ __all__ = [
 #: MACs are learned through it, not cabled to it.
 UPLINK_MACS = 8
 
-SightingSource = Literal["snmp", "cli", "lldp"]
 ProblemKind = Literal["two-ports", "port-not-in-plan", "position-taken"]
-
-
-@dataclass(frozen=True)
-class MacSighting:
-    """One MAC learned on one switch port.
-
-    Attributes:
-        switch: the switch's name in the inventory.
-        port: the port's long name as the plan spells it (``Ethernet4``).
-        mac: lower-case, colon-separated (the ``Nic.mac`` rule).
-        vlan: the VLAN it was learned in, None where the table does not say.
-        source: ``snmp`` (BRIDGE-MIB / Q-BRIDGE-MIB), ``cli`` (the MAC table
-            command) or ``lldp`` (a neighbour's chassis id).
-    """
-
-    switch: str
-    port: str
-    mac: str
-    vlan: int | None
-    source: str  # SightingSource
 
 
 @dataclass(frozen=True)
@@ -133,8 +113,6 @@ def read_sightings(
     Returns:
         The sightings, and one line per switch that could not be read (why).
     """
-    from fleetctl.discovery.mactable import read_inventory_switches
-
     return read_inventory_switches(c, switches, deadline_s=deadline_s)
 
 
@@ -161,8 +139,8 @@ def _plan(c: Connection) -> tuple[dict[tuple[str, str], _PlanPort], dict[str, tu
         by_id[r.id] = (r.switch, r.name)
         ports[(r.switch, r.name)] = _PlanPort(r.id, peer_link=False)
     # A switch-to-switch cable makes both its ends peer links.
-    for r in c.execute(select(link_t.c.port_id, link_t.c.peer_port_id).where(link_t.c.peer_port_id.is_not(None))):
-        for pid in (r.port_id, r.peer_port_id):
+    for pl in c.execute(select(link_t.c.port_id, link_t.c.peer_port_id).where(link_t.c.peer_port_id.is_not(None))):
+        for pid in (pl.port_id, pl.peer_port_id):
             key = by_id.get(pid)
             if key is not None:
                 ports[key] = _PlanPort(pid, peer_link=True)
@@ -174,10 +152,10 @@ def _plan(c: Connection) -> tuple[dict[tuple[str, str], _PlanPort], dict[str, tu
         .join(rack_t, rack_t.c.id == srv_t.c.rack_id)
         .join(site_t, site_t.c.id == rack_t.c.site_id)
     )
-    for r in c.execute(q):
-        key = by_id.get(r.port_id)
+    for sl in c.execute(q):
+        key = by_id.get(sl.port_id)
         if key is not None and not ports[key].peer_link:
-            ports[key] = _PlanPort(r.port_id, False, r.nic, r.mac, r.server, r.rack, r.site, r.position)
+            ports[key] = _PlanPort(sl.port_id, False, sl.nic, sl.mac, sl.server, sl.rack, sl.site, sl.position)
     macs: dict[str, tuple[str, str]] = {}
     nq = select(nic_t.c.mac, nic_t.c.name, srv_t.c.name.label("server")).join(srv_t, srv_t.c.id == nic_t.c.server_id)
     for r in c.execute(nq.where(nic_t.c.mac.is_not(None))):

@@ -368,6 +368,7 @@ def fdb(cols: Columns) -> list[FdbEntry]:
     descrs = {k[0]: text(v) for k, v in cols.get(IF_DESCR, {}).items() if len(k) == 1}
     types = {k[0]: v for k, v in cols.get(IF_TYPE, {}).items() if len(k) == 1 and isinstance(v, int)}
     q_rows = cols.get(DOT1Q_TP_FDB_PORT, {})
+    rows: list[tuple[int | None, Oid, object, object]]
     if q_rows:
         rows = [(k[0], k[1:], v, cols.get(DOT1Q_TP_FDB_STATUS, {}).get(k)) for k, v in q_rows.items() if len(k) == 7]
     else:
