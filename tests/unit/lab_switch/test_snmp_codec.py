@@ -148,7 +148,7 @@ def test_every_answer_is_what_the_lab_rendered(swlab: Any, name: str) -> None:
 
 
 # The SMI type of every column the lab serves, from the MIBs themselves (SNMPv2-MIB, IF-MIB,
-# LLDP-MIB, ENTITY-MIB, ENTITY-SENSOR-MIB), not from the lab: (column OID, type name).
+# LLDP-MIB, ENTITY-MIB, ENTITY-SENSOR-MIB, BRIDGE-MIB, Q-BRIDGE-MIB), not from the lab: (column OID, type name).
 _MIB_TYPES = {
     "1.3.6.1.2.1.1.1": "OctetString", "1.3.6.1.2.1.1.2": "ObjectIdentifier", "1.3.6.1.2.1.1.3": "TimeTicks",
     "1.3.6.1.2.1.1.4": "OctetString", "1.3.6.1.2.1.1.5": "OctetString", "1.3.6.1.2.1.1.6": "OctetString",
@@ -169,6 +169,9 @@ _MIB_TYPES = {
     **{f"1.3.6.1.2.1.47.1.1.1.1.{c}": t for c, t in [(2, "OctetString"), (5, "Integer32"), (7, "OctetString"), (11, "OctetString")]},
     **{f"1.3.6.1.2.1.99.1.1.1.{c}": t for c, t in [
         (1, "Integer32"), (2, "Integer32"), (3, "Integer32"), (4, "Integer32"), (5, "Integer32"), (6, "OctetString")]},
+    # BRIDGE-MIB dot1dBasePort, dot1dBasePortIfIndex (InterfaceIndex); Q-BRIDGE-MIB dot1qTpFdbPort, dot1qTpFdbStatus
+    "1.3.6.1.2.1.17.1.4.1.1": "Integer32", "1.3.6.1.2.1.17.1.4.1.2": "Integer32",
+    "1.3.6.1.2.1.17.7.1.2.2.1.2": "Integer32", "1.3.6.1.2.1.17.7.1.2.2.1.3": "Integer32",
 }  # fmt: skip
 
 
