@@ -151,6 +151,10 @@ def set_latency(control: str, ms: float) -> None:
 # --- 1. fleetctl ------------------------------------------------------------------------
 
 
+#: {BMC: {path: the If-None-Match the driver sent}}, filled by install_recorder's wrapper; run_bare sends the same.
+CONDITIONAL: dict[str, dict[str, str]] = {}
+
+
 def install_recorder() -> dict[str, list[tuple[str, str]]]:
     """Record (method, path) of every request the driver sends, per BMC."""
     from fleetctl_drivers.redfish.client import RedfishClient
@@ -162,7 +166,10 @@ def install_recorder() -> dict[str, list[tuple[str, str]]]:
         self: Any, method: str, url: str, headers: dict, data: bytes | None
     ) -> Any:
         # the driver builds url as self.base + path: cheaper than urlsplit
-        seen[self.target.name].append((method, url.removeprefix(self.base)))
+        path = url.removeprefix(self.base)
+        seen[self.target.name].append((method, path))
+        if "If-None-Match" in headers:  # a conditional GET: the floor sends the same header
+            CONDITIONAL.setdefault(self.target.name, {})[path] = headers["If-None-Match"]
         return await orig(self, method, url, headers, data)
 
     RedfishClient._send = _send  # type: ignore[method-assign]
@@ -252,7 +259,10 @@ async def run_bare(
                         raise RuntimeError(f"login: HTTP {st}")
                     auth = {**base_hdrs, "X-Auth-Token": h["X-Auth-Token"]}
                     location = h["Location"]
-                    codes = await asyncio.gather(*(req("GET", p, auth) for p in gets))
+                    cond = CONDITIONAL.get(t.name, {})
+                    codes = await asyncio.gather(
+                        *(req("GET", p, {**auth, "If-None-Match": cond[p]} if p in cond else auth) for p in gets)
+                    )
                     bad = [c[0] for c in codes if c[0] >= 400]
                     if bad:
                         errors.append(f"{t.name}: {len(bad)} GETs failed ({bad[0]})")

@@ -9,7 +9,7 @@ its own (TLS on, ``--latency-ms`` injected), and in this process, one after the 
    ``expand``, as ``engine.sweep_targets`` does) and the checks on each reading (``engine._evaluate``):
    this process's CPU per BMC, the requests per BMC (counted by the lab, and recorded by
    bench/bmc.py's ``install_recorder``), optionally profiled (``--profile DIR``: pyinstrument, a text
-   summary and an HTML page per dialect). ``--mode full`` reads the old way (every part, plain GETs);
+   summary per dialect, with the self time summed by library). ``--mode full`` reads the old way (every part, plain GETs);
    ``--mode lean`` (the default) what the enabled checks need, with what the BMC offers;
    ``--repeat 2`` sweeps the same lab twice (the second is the daily steady state: ETags known);
 2. the floor: bench/bmc.py's bare aiohttp client replaying exactly the requests recorded in 1 (the
@@ -49,6 +49,12 @@ def _bench_bmc() -> Any:
     return mod
 
 
+def profile_version() -> str:
+    from importlib.metadata import version
+
+    return version("pyinstrument")
+
+
 def load() -> str:
     return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -59,6 +65,45 @@ def expectation(spec: Any) -> Any:
     boards = [BoardExpect(b.slot, b.kind, b.serial) for b in spec.boards]
     return ServerExpect(spec.name, spec.serial, spec.model, "lab", "rack-1", 1, boards[0].kind if boards else None,
                         len(boards), boards, baseline=dict(spec.firmware))  # fmt: skip
+
+
+#: Where a frame's self time is charged in the summary: the first pattern its file path matches.
+CATEGORIES = (
+    ("fleetctl: Redfish client", "fleetctl_drivers/redfish/client.py"),
+    ("fleetctl: Redfish capabilities and parsing", "fleetctl_drivers/redfish/"),
+    ("fleetctl: checks and collect", "fleetctl/sweep/"),
+    ("fleetctl: other", "fleetctl"),
+    ("bench recorder", "bench/"),
+    ("TLS (ssl)", "/ssl.py"),
+    ("aiohttp", "aiohttp/"),
+    ("yarl, multidict (URLs, headers)", "yarl/"),
+    ("yarl, multidict (URLs, headers)", "multidict/"),
+    ("asyncio event loop", "asyncio/"),
+    ("uvloop event loop", "uvloop/"),
+    ("JSON (orjson)", "orjson"),
+)
+
+
+def by_category(session: Any) -> list[tuple[str, float]]:
+    """Self time of a pyinstrument session, summed by where it is spent (:data:`CATEGORIES`), largest first."""
+    totals: Counter[str] = Counter()
+
+    def walk(frame: Any) -> None:
+        path = frame.file_path or ""
+        fn = frame.function or ""
+        own = frame.total_self_time
+        if fn == "[self]" or not frame.children:
+            name = next((label for label, pat in CATEGORIES if pat in path), "")
+            if not name:
+                name = "waiting in select/epoll" if "select" in fn or "poll" in fn else f"other ({Path(path).name or fn})"
+            totals[name] += own
+        for child in frame.children:
+            walk(child)
+
+    root = session.root_frame()
+    if root is not None:
+        walk(root)
+    return totals.most_common()
 
 
 def new_loop(kind: str) -> asyncio.AbstractEventLoop:
@@ -114,7 +159,7 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=1, help="sweeps of the same lab; the floor replays the last")
     p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     p.add_argument("--no-floor", action="store_true")
-    p.add_argument("--profile", metavar="DIR", help="pyinstrument the (last) sweep into DIR/sweep-N-FLAVOUR.{txt,html}")
+    p.add_argument("--profile", metavar="DIR", help="pyinstrument the (last) sweep into DIR/sweep-N-FLAVOUR-MODE.txt")
     args = p.parse_args()
     sys.path.insert(0, str(REPO))
     bb = _bench_bmc()
@@ -152,13 +197,14 @@ def main() -> int:
                     cache = ReadingCache(cache_dir / "redfish-cache.sqlite")
             for rep in range(1, args.repeat + 1):
                 plans.clear()
+                bb.CONDITIONAL.clear()
                 c0 = bb.lab_counts(control, names)
                 lab0 = bb.proc_cpu(lab_pid)
                 profiler = None
                 if args.profile and rep == args.repeat:
                     from pyinstrument import Profiler
 
-                    profiler = Profiler(interval=0.001, async_mode="disabled")
+                    profiler = Profiler(interval=0.002, async_mode="disabled")
                     profiler.start()
                 cpu0, t0 = bb.cpu_seconds(), time.perf_counter()
                 results, findings = run_on(args.loop, sweep_once(targets, by_name, args.mode, args.concurrency, cache))
@@ -168,17 +214,26 @@ def main() -> int:
                     out = Path(args.profile)
                     out.mkdir(parents=True, exist_ok=True)
                     stem = out / f"sweep-{args.bmcs}-{flavour}-{args.mode}"
-                    stem.with_suffix(".txt").write_text(profiler.output_text(unicode=False, color=False, show_all=False))
-                    stem.with_suffix(".html").write_text(profiler.output_html())
-                    print(f"    profile: {stem}.txt, .html")
+                    session = profiler.last_session
+                    cats = by_category(session)
+                    total = sum(t for _, t in cats) or 1.0
+                    head = [f"# bench/profile_sweep.py --bmcs {args.bmcs} --flavours {flavour} --mode {args.mode} --loop {args.loop}",
+                            f"# pyinstrument {profile_version()}, wall {wall:.2f} s, CPU {cpu:.2f} s under the profiler; {load()}",
+                            "# self time by where it is spent (seconds, share of the sampled wall time):"]  # fmt: skip
+                    head += [f"#   {t:7.2f} s {t / total:6.1%}  {name}" for name, t in cats[:14]]
+                    text = profiler.output_text(unicode=False, color=False, show_all=False)
+                    stem.with_suffix(".txt").write_text("\n".join(head) + "\n" + text)
+                    print("\n".join(head[2:]))
+                    print(f"    profile: {stem}.txt")
                 lab_cpu = bb.proc_cpu(lab_pid) - lab0
                 c1 = bb.lab_counts(control, names)
                 req = sum(c1[n] - c0[n] for n in names)
                 failed = [r for r in results if not r.ok]
-                conditional = sum(1 for n in names for m, _ in plans.get(n, ()) if m == "GET?")
+                conditional = sum(len(v) for v in bb.CONDITIONAL.values())
                 print(f"[{flavour} sweep {rep}] wall {wall:.2f} s, CPU {cpu:.2f} s = {cpu / args.bmcs * 1000:.2f} ms per BMC "
                       f"({cpu / max(req, 1) * 1e6:.0f} us per request), {req / args.bmcs:.1f} requests per BMC "
-                      f"({conditional} conditional), lab CPU {lab_cpu:.2f} s, {len(failed)} failed, {findings} findings; {load()}")  # fmt: skip
+                      f"({conditional} conditional), lab CPU {lab_cpu:.2f} s, {len(failed)} failed, {findings} findings; "
+                      f"{load()}")  # fmt: skip
                 if failed:
                     print(f"    e.g. {failed[0].target}: {failed[0].error}")
                 per = Counter(len(v) for v in plans.values())
@@ -186,8 +241,8 @@ def main() -> int:
             table.append((flavour, f"{cpu / args.bmcs * 1000:.2f}", f"{req / args.bmcs:.1f}", f"{wall:.2f}", "", "",
                           load()))  # fmt: skip
             if not args.no_floor:
-                # GET? is a conditional GET: the floor sends it as a GET with the same If-None-Match
-                replay = {n: [("GET" if m == "GET?" else m, path) for m, path in plans[n]] for n in names}
+                # the conditional GETs are replayed with the same If-None-Match (bench/bmc.py's CONDITIONAL)
+                replay = {n: list(plans[n]) for n in names}
                 cpu0, t0 = bb.cpu_seconds(), time.perf_counter()
                 sent, _el, errors = run_on(args.loop, bb.run_bare(targets, replay, args.concurrency, args.per_bmc))
                 bwall, bcpu = time.perf_counter() - t0, bb.cpu_seconds() - cpu0
@@ -196,7 +251,7 @@ def main() -> int:
                       f"{len(errors)} errors; fleetctl/floor wall {wall / bwall:.2f}x, CPU {cpu / bcpu:.2f}x; {load()}")  # fmt: skip
                 if errors:
                     print(f"    e.g. {errors[0]}")
-                table[-1] = table[-1][:4] + (f"{wall / bwall:.2f}x", f"{cpu / bcpu:.2f}x", load())
+                table[-1] = (*table[-1][:4], f"{wall / bwall:.2f}x", f"{cpu / bcpu:.2f}x", load())
         finally:
             lab_down(state_dir)
             shutil.rmtree(state_dir, ignore_errors=True)

@@ -18,6 +18,58 @@ from sqlalchemy import select
 #: The parts of a server reading, in the order checks read them.
 SERVER_PARTS = ("facts", "health", "manager", "logs", "firmware")
 
+#: What a server check may say it ``needs`` (``@check(..., needs=...)``): a part of the reading, or a piece of
+#: one. A sweep reads the union of its enabled checks' needs and nothing else (:class:`ReadPlan`); the Redfish
+#: driver maps each key to the resources that hold it (``RedfishDriver.wants``).
+READ_KEYS: dict[str, str] = {
+    "facts": "the system's identity (Systems/{id}: serial, model, power state)",
+    "facts.devices": "the accelerator boards: PCIeDevices and their PCIeFunctions, Processors",
+    "facts.nics": "the network interfaces (EthernetInterfaces)",
+    "health": "the system's and the chassis's own Status",
+    "health.psus": "the power supplies (Power, or PowerSubsystem/PowerSupplies)",
+    "health.fans": "the fans (Thermal, or ThermalSubsystem/Fans)",
+    "health.temperatures": "the temperatures (Thermal, or Sensors)",
+    "manager": "the manager (Managers/{id}: DateTime, firmware)",
+    "logs": "the system's and the manager's log entries",
+    "firmware": "the firmware inventory (UpdateService/FirmwareInventory)",
+}
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What a sweep reads of each BMC: the union of its enabled checks' ``needs`` (:data:`READ_KEYS`).
+
+    A check that declares no ``needs`` (a plugin's) makes the plan :meth:`full`: it may judge anything.
+    """
+
+    needs: frozenset[str]
+
+    @classmethod
+    def full(cls) -> ReadPlan:
+        """Every part, every piece: what a sweep read before plans (the verdicts compare against it)."""
+        return cls(frozenset(READ_KEYS))
+
+    @classmethod
+    def for_checks(cls, specs: Any) -> ReadPlan:
+        """The plan for these checks (:class:`~fleetctl.sweep.model.CheckSpec` of servers)."""
+        from fleetctl.errors import FleetError
+
+        needs: set[str] = set()
+        for spec in specs:
+            if spec.kind != "server" or spec.level != "bmc":
+                continue  # host and k8s checks read their own sources, not the BMC
+            if spec.needs is None:
+                return cls.full()
+            unknown = set(spec.needs) - READ_KEYS.keys()
+            if unknown:
+                raise FleetError(f"check {spec.name} needs {', '.join(sorted(unknown))}: not one of {', '.join(READ_KEYS)}")
+            needs.update(spec.needs)
+        return cls(frozenset(needs))
+
+    def part(self, name: str) -> bool:
+        """Whether the reading's part ``name`` (:data:`SERVER_PARTS`) is read at all."""
+        return any(k == name or k.startswith(name + ".") for k in self.needs)
+
 
 @dataclass
 class ServerReading:
@@ -70,12 +122,32 @@ class ServerExpect:
     criteria: Any = None
 
 
-def bmc_operation(cursors: dict[str, str | None]) -> Any:
-    """The sweep's operation on one opened BMC: every part, each on its own."""
+def bmc_operation(cursors: dict[str, str | None], *, plan: ReadPlan | None = None, checks: Any = None,
+                  cache: Any = None) -> Any:  # fmt: skip
+    """The sweep's operation on one opened BMC: the parts its checks need, each on its own.
+
+    Args:
+        cursors: {server: log cursor} (the position of the last sweep that finished).
+        plan: what to read; None: :meth:`ReadPlan.for_checks` of ``checks``.
+        checks: the enabled checks (CheckSpec); None: every registered server check of ``--level bmc``.
+        cache: a :class:`fleetctl_drivers.redfish.cache.ReadingCache` of documents by ETag: each GET of a document the
+            BMC gave an ETag for asks ``If-None-Match``, and a 304 is judged on the cached document (the same
+            verdicts). None: none, unless ``$FLEETCTL_SWEEP_CACHE`` names one (``default``: the user's data folder).
+    """
+    if plan is None:
+        from fleetctl.sweep.registry import checks as registered
+
+        plan = ReadPlan.for_checks(registered("server", "bmc") if checks is None else checks)
+    if cache is None:
+        cache = _default_cache()
 
     async def op(bmc: Any) -> ServerReading:
         r = ServerReading()
         name = bmc.target.name
+        if hasattr(bmc, "wants"):  # a driver that can read less (the Redfish one): tell it what the checks need
+            bmc.wants = plan.needs
+        if cache is not None and hasattr(bmc, "use_cache"):
+            await bmc.use_cache(cache)
 
         async def part(label: str, coro: Any) -> Any:
             try:
@@ -85,13 +157,17 @@ def bmc_operation(cursors: dict[str, str | None]) -> Any:
                 r.errors[label] = msg if msg.startswith(name) else f"{name}: {msg}"
                 return None
 
+        async def nothing() -> None:
+            return None
+
         # Facts and health share System and Chassis (read once); manager, logs and firmware are apart.
+        # A part no enabled check judges is not read: it stays None, with no error (nothing judges it).
         facts, health, manager, logs, firmware = await asyncio.gather(
-            part("facts", bmc.inventory.facts()),
-            part("health", bmc.health.report()),
-            part("manager", bmc.manager.facts()),
-            part("logs", bmc.health.log_entries(since=cursors.get(name))),
-            part("firmware", bmc.firmware.inventory()),
+            part("facts", bmc.inventory.facts() if plan.part("facts") else nothing()),
+            part("health", bmc.health.report() if plan.part("health") else nothing()),
+            part("manager", bmc.manager.facts() if plan.part("manager") else nothing()),
+            part("logs", bmc.health.log_entries(since=cursors.get(name)) if plan.part("logs") else nothing()),
+            part("firmware", bmc.firmware.inventory() if plan.part("firmware") else nothing()),
         )
         r.facts, r.health, r.manager, r.firmware = facts, health, manager, firmware
         if logs is not None:
@@ -102,6 +178,23 @@ def bmc_operation(cursors: dict[str, str | None]) -> Any:
         return r
 
     return op
+
+
+_CACHES: dict[str, Any] = {}
+
+
+def _default_cache() -> Any:
+    """The cache ``$FLEETCTL_SWEEP_CACHE`` names (a file, or ``default``: the user's data folder), one per process."""
+    import os
+
+    where = os.environ.get("FLEETCTL_SWEEP_CACHE", "")
+    if not where or where.lower() in ("0", "off", "no"):
+        return None
+    if where not in _CACHES:
+        from fleetctl_drivers.redfish.cache import ReadingCache, default_path
+
+        _CACHES[where] = ReadingCache(default_path() if where == "default" else where)
+    return _CACHES[where]
 
 
 def server_expectations(conn: Any, names: list[str], cursors: dict[str, dict[str, Any]], *, max_skew_s: float,

@@ -80,6 +80,9 @@ class CheckSpec:
         level: ``bmc`` (every sweep) or ``host`` (``--level host``).
         description: one line for operators.
         fn: ``fn(reading, expect) -> Iterable[Problem]``.
+        needs: the parts of a reading it judges (:data:`fleetctl.sweep.collect.READ_KEYS`: ``health.psus``,
+            ``manager`` ...), from which a sweep reads only what its enabled checks need; None (a plugin that
+            does not say): every part.
     """
 
     name: str
@@ -90,6 +93,7 @@ class CheckSpec:
     level: str
     description: str
     fn: Callable[[Any, Any], Iterable[Problem]]
+    needs: tuple[str, ...] | None = None
 
     def metadata(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "severity": str(self.severity), "level": self.level,

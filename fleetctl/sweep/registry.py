@@ -31,16 +31,22 @@ LEVELS: dict[str, frozenset[str]] = {
 
 
 def check(
-    name: str, *, kind: str, severity: Status, reads: tuple[str, ...], cost: str = "0 requests", level: str = "bmc"
+    name: str, *, kind: str, severity: Status, reads: tuple[str, ...], cost: str = "0 requests", level: str = "bmc",
+    needs: tuple[str, ...] | None = None,
 ) -> Callable[[Callable[[Any, Any], Iterable[Problem]]], Callable[[Any, Any], Iterable[Problem]]]:
-    """Register ``fn(reading, expect) -> Iterable[Problem]`` as the check ``name``."""
+    """Register ``fn(reading, expect) -> Iterable[Problem]`` as the check ``name``.
+
+    ``reads`` says what it reads for people (``fleetctl sweep checks``); ``needs`` the same for the sweep, in
+    the keys of :data:`fleetctl.sweep.collect.READ_KEYS` (a server check) so that a sweep reads only what
+    its enabled checks judge. A check that names no ``needs`` gets every part read.
+    """
 
     def register(fn: Callable[[Any, Any], Iterable[Problem]]) -> Callable[[Any, Any], Iterable[Problem]]:
         key = f"{kind}:{name}"
         if key in _CHECKS and _CHECKS[key].fn is not fn:
             raise FleetError(f"two checks named {name!r} for {kind}s ({_CHECKS[key].fn.__module__} and {fn.__module__})")
         doc = (fn.__doc__ or "").strip().splitlines()
-        _CHECKS[key] = CheckSpec(name, kind, severity, reads, cost, level, doc[0] if doc else "", fn)
+        _CHECKS[key] = CheckSpec(name, kind, severity, reads, cost, level, doc[0] if doc else "", fn, needs)
         return fn
 
     return register

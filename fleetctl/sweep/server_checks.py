@@ -39,7 +39,7 @@ def _health(value: str | None) -> Status | None:
 # ----------------------------------------------------------------- the session
 
 
-@check("bmc.reachable", kind="server", severity=C, reads=("HTTPS to the BMC", "ServiceRoot"), cost="1 request")
+@check("bmc.reachable", kind="server", needs=(), severity=C, reads=("HTTPS to the BMC", "ServiceRoot"), cost="1 request")
 def reachable(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """The BMC answers over HTTPS within its timeout."""
     if r.session_error and r.session_error_type not in ("AuthError", "TLSMismatch"):
@@ -47,21 +47,21 @@ def reachable(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
         yield problem(status, r.session_error, error_type=r.session_error_type)
 
 
-@check("bmc.login", kind="server", severity=C, reads=("SessionService",), cost="2 requests (login, logout)")
+@check("bmc.login", kind="server", needs=(), severity=C, reads=("SessionService",), cost="2 requests (login, logout)")
 def login(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """The credential of the inventory logs in."""
     if r.session_error and r.session_error_type == "AuthError":
         yield problem(C, r.session_error)
 
 
-@check("bmc.certificate", kind="server", severity=C, reads=("TLS handshake",))
+@check("bmc.certificate", kind="server", needs=(), severity=C, reads=("TLS handshake",))
 def certificate(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """The BMC's certificate matches the pin in the inventory."""
     if r.session_error and r.session_error_type == "TLSMismatch":
         yield problem(C, r.session_error)
 
 
-@check("bmc.read", kind="server", severity=U, reads=("every resource below",))
+@check("bmc.read", kind="server", needs=(), severity=U, reads=("every resource below",))
 def readable(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Every part of the sweep could be read (a part that could not is unknown, not healthy)."""
     for part, why in sorted(r.errors.items()):
@@ -71,7 +71,7 @@ def readable(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
 # ------------------------------------------------------------------- health
 
 
-@check("system.health", kind="server", severity=W, reads=("Systems/{id} Status",))
+@check("system.health", kind="server", needs=("health",), severity=W, reads=("Systems/{id} Status",))
 def system_health(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """The system's own health (Status.Health) is OK."""
     if r.health and (s := _health(r.health.system_health)):
@@ -79,14 +79,15 @@ def system_health(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
                       health=r.health.system_health, rollup=r.health.system_health_rollup)  # fmt: skip
 
 
-@check("chassis.health", kind="server", severity=W, reads=("Chassis/{id} Status",), cost="1 request")
+@check("chassis.health", kind="server", needs=("health",), severity=W, reads=("Chassis/{id} Status",), cost="1 request")
 def chassis_health(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """The chassis's health is OK."""
     if r.health and (s := _health(r.health.chassis_health)):
         yield problem(s, f"chassis health {r.health.chassis_health}", health=r.health.chassis_health)
 
 
-@check("psu", kind="server", severity=C, reads=("Chassis Power or PowerSubsystem/PowerSupplies",), cost="1-3 requests")
+@check("psu", kind="server", needs=("health.psus",), severity=C, reads=("Chassis Power or PowerSubsystem/PowerSupplies",),
+       cost="1-3 requests")  # fmt: skip
 def psus(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Each power supply present is healthy."""
     if not r.health:
@@ -98,7 +99,7 @@ def psus(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
             yield problem(_health(p.health) or W, f"PSU {p.name}: {p.health} ({p.state})", p.name, health=p.health, state=p.state)
 
 
-@check("psu.redundancy", kind="server", severity=C, reads=("Chassis Power or PowerSubsystem/PowerSupplies",))
+@check("psu.redundancy", kind="server", needs=("health.psus",), severity=C, reads=("Chassis Power or PowerSubsystem/PowerSupplies",))
 def psu_redundancy(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """A server with several PSUs keeps at least two working (N+1)."""
     if not r.health or len(r.health.psus) < 2:
@@ -112,7 +113,7 @@ def psu_redundancy(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
                       healthy=[p.name for p in working], present=len(present), bays=len(r.health.psus))  # fmt: skip
 
 
-@check("fan", kind="server", severity=W, reads=("Chassis Thermal or ThermalSubsystem/Fans",), cost="1-2 requests")
+@check("fan", kind="server", needs=("health.fans",), severity=W, reads=("Chassis Thermal or ThermalSubsystem/Fans",), cost="1-2 requests")
 def fans(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Each fan present is healthy."""
     if not r.health:
@@ -125,7 +126,7 @@ def fans(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
                           if f.reads and f.reading is not None else ""), f.name, health=f.health, reading=f.reading)  # fmt: skip
 
 
-@check("temperature", kind="server", severity=C, reads=("Chassis Thermal or Sensors",))
+@check("temperature", kind="server", needs=("health.temperatures",), severity=C, reads=("Chassis Thermal or Sensors",))
 def temperatures(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Each temperature is below its thresholds (critical at or above them, a warning within 5 C).
 
@@ -153,7 +154,7 @@ def temperatures(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
             yield problem(W, f"{t.name} {reading:g} C, within {TEMP_MARGIN_C:g} C of its limit {limit:g} C", t.name, **ev)
 
 
-@check("bmc.log", kind="server", severity=W, reads=("Systems and Managers LogServices/*/Entries",), cost="2-6 requests")
+@check("bmc.log", kind="server", needs=("logs",), severity=W, reads=("Systems and Managers LogServices/*/Entries",), cost="2-6 requests")
 def log_entries(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """No Warning or Critical BMC log entry since the last sweep."""
     if not r.logs:
@@ -171,7 +172,7 @@ def log_entries(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
                   entries=[x.model_dump(mode="json") for x in bad[-20:]], count=len(bad))  # fmt: skip
 
 
-@check("bmc.clock", kind="server", severity=W, reads=("Managers/{id} DateTime",), cost="1 request")
+@check("bmc.clock", kind="server", needs=("manager",), severity=W, reads=("Managers/{id} DateTime",), cost="1 request")
 def clock(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """The BMC's clock is within 30 s of ours (600 s: critical)."""
     skew = r.manager.clock_skew_seconds if r.manager else None
@@ -182,7 +183,8 @@ def clock(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
 # ----------------------------------------------------------------- firmware
 
 
-@check("firmware.baseline", kind="server", severity=W, reads=("UpdateService/FirmwareInventory",), cost="1 + N requests")
+@check("firmware.baseline", kind="server", needs=("firmware",), severity=W, reads=("UpdateService/FirmwareInventory",),
+       cost="1 + N requests")  # fmt: skip
 def firmware(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Each component of the model's firmware baseline runs the baseline's version."""
     if r.firmware is None or not e.baseline:
@@ -249,7 +251,8 @@ def match_boards(r: ServerReading, e: ServerExpect) -> tuple[list[Any], dict[int
     return missing, matched
 
 
-@check("accel.present", kind="server", severity=C, reads=("Chassis PCIeDevices/PCIeFunctions", "Systems Processors"),
+@check("accel.present", kind="server", needs=("facts.devices",), severity=C,
+       reads=("Chassis PCIeDevices/PCIeFunctions", "Systems Processors"),
        cost="1 + 2 per device")  # fmt: skip
 def accel_present(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Every accelerator board of the inventory is seen by the BMC.
@@ -279,7 +282,7 @@ def _link(d: Any) -> str:
     return f"Gen{d.link_gen or '?'} x{d.link_width or '?'}"
 
 
-@check("accel.pcie", kind="server", severity=W, reads=("PCIeDevices PCIeInterface",))
+@check("accel.pcie", kind="server", needs=("facts.devices",), severity=W, reads=("PCIeDevices PCIeInterface",))
 def accel_pcie(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Each accelerator's PCIe link trained at the generation and width it supports."""
     if r.facts is None:
@@ -293,7 +296,7 @@ def accel_pcie(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
                           link_width=d.link_width, max_link_gen=d.max_link_gen, max_link_width=d.max_link_width)  # fmt: skip
 
 
-@check("accel.health", kind="server", severity=C, reads=("PCIeDevices Status",))
+@check("accel.health", kind="server", needs=("facts.devices",), severity=C, reads=("PCIeDevices Status",))
 def accel_health(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """Each accelerator board reports itself healthy."""
     if r.facts is None:
@@ -306,7 +309,7 @@ def accel_health(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
 # ----------------------------------------------------------------- inventory
 
 
-@check("inventory.drift", kind="server", severity=W, reads=("Systems/{id} SerialNumber", "PCIeDevices"))
+@check("inventory.drift", kind="server", needs=("facts", "facts.devices"), severity=W, reads=("Systems/{id} SerialNumber", "PCIeDevices"))
 def drift(r: ServerReading, e: ServerExpect) -> Iterator[Problem]:
     """The BMC describes the server the inventory holds (serial, boards)."""
     if r.facts is None:

@@ -545,18 +545,22 @@ class RedfishInventory(_Capability, InventoryInterface):
         system = await self.c.get(self.d.system_uri)
         q = await self.d.quirks()
         warnings: list[str] = []
+        # A sweep whose checks judge no NIC (none of the built-in ones does) or no board reads neither.
         nics_task = (
             self.c.members(odata_id(system.get("EthernetInterfaces")) or "", errors=warnings)
-            if odata_id(system.get("EthernetInterfaces"))
+            if odata_id(system.get("EthernetInterfaces")) and self.d.wanted("facts.nics")
             else _none_list()
         )
-        if q.oem_devices == "hpe":
+        devices_wanted = self.d.wanted("facts.devices")
+        if not devices_wanted:
+            pcie_task: Any = _none_list()
+        elif q.oem_devices == "hpe":
             pcie_task = self._hpe_devices(system, warnings)
         else:
             pcie_task = self._standard_devices(system, warnings, decimal=q.pci_ids_decimal)
         # GPUs and accelerators listed as Processors (DMTF's examples, OpenBMC, NVIDIA HGX):
         # one collection read, expanded where the client asks for it
-        procs_uri = odata_id(system.get("Processors"))
+        procs_uri = odata_id(system.get("Processors")) if devices_wanted else None
         procs_task = self.c.members(procs_uri, errors=warnings) if procs_uri else _none_list()
         eths, devices, procs = await asyncio.gather(nics_task, pcie_task, procs_task)
         ps = system.get("ProcessorSummary") or {}
@@ -651,6 +655,10 @@ async def _none_list() -> list:
     return []
 
 
+async def _none() -> None:
+    return None
+
+
 # --------------------------------------------------------------------- health
 
 
@@ -672,43 +680,54 @@ class RedfishHealth(_Capability, HealthInterface):
             return report
         report.chassis_health = parse._s((chassis.get("Status") or {}).get("Health"))
         sources = []
+        # What the caller judges (a sweep's checks): a part not wanted is not read, and stays empty.
+        want_fans, want_temps, want_psus = (self.d.wanted(k) for k in ("health.fans", "health.temperatures", "health.psus"))
+        want_thermal = want_fans or want_temps
+        if not (want_thermal or want_psus):
+            report.warnings = warnings
+            return report
         # The old Thermal and Power hold every fan, temperature and PSU in two answers; the new
         # subsystems take a request per member where the BMC cannot expand a collection (OpenBMC's
         # default: 28 requests on a lab MN-Server). There, read the old ones first.
         if odata_id(chassis.get("Thermal")) and odata_id(chassis.get("Power")) and not await self.c.offers_expand():
-            thermal, power = await asyncio.gather(self.c.get_optional(odata_id(chassis.get("Thermal"))),
-                                                  self.c.get_optional(odata_id(chassis.get("Power"))))  # fmt: skip
+            thermal, power = await asyncio.gather(
+                self.c.get_optional(odata_id(chassis.get("Thermal"))) if want_thermal else _none(),
+                self.c.get_optional(odata_id(chassis.get("Power"))) if want_psus else _none())  # fmt: skip
             if thermal:
                 report.fans, report.temperatures = parse.parse_old_thermal(thermal)
+                if not want_fans:
+                    report.fans = []
+                if not want_temps:
+                    report.temperatures = []
             if power:
                 report.psus = parse.parse_old_power(power)
-            if report.fans and report.temperatures and report.psus:
+            if (report.fans or not want_fans) and (report.temperatures or not want_temps) and (report.psus or not want_psus):
                 report.source = "Thermal+Power"
                 report.warnings = warnings
                 return report
             report.fans, report.temperatures, report.psus = [], [], []  # incomplete: the new schema decides, as below
         # new schema first (ThermalSubsystem/PowerSubsystem/Sensors), the old one where the new says nothing
-        thermal_new = await self.c.get_optional(odata_id(chassis.get("ThermalSubsystem")))
+        thermal_new = await self.c.get_optional(odata_id(chassis.get("ThermalSubsystem"))) if want_fans else None
         if thermal_new and (fans_uri := odata_id(thermal_new.get("Fans"))):
             report.fans = [parse.parse_new_fan(f) for f in await self.c.members(fans_uri, errors=warnings)]
-        power_new = await self.c.get_optional(odata_id(chassis.get("PowerSubsystem")))
+        power_new = await self.c.get_optional(odata_id(chassis.get("PowerSubsystem"))) if want_psus else None
         if power_new and (psus_uri := odata_id(power_new.get("PowerSupplies"))):
             report.psus = [parse.parse_new_psu(p) for p in await self.c.members(psus_uri, errors=warnings)]
-        if sensors_uri := odata_id(chassis.get("Sensors")):
+        if want_temps and (sensors_uri := odata_id(chassis.get("Sensors"))):
             sensors = await self.c.members(sensors_uri, errors=warnings)
             report.temperatures = [t for t in (parse.parse_sensor_temperature(s) for s in sensors) if t]
         if report.fans or report.psus or report.temperatures:
             sources.append("Subsystems")
-        if not report.fans or not report.temperatures:
+        if want_thermal and ((want_fans and not report.fans) or (want_temps and not report.temperatures)):
             thermal = await self.c.get_optional(odata_id(chassis.get("Thermal")))
             if thermal:
                 fans, temps = parse.parse_old_thermal(thermal)
-                if not report.fans and fans:
+                if want_fans and not report.fans and fans:
                     report.fans = fans
-                if not report.temperatures and temps:
+                if want_temps and not report.temperatures and temps:
                     report.temperatures = temps
                 sources.append("Thermal")
-        if not report.psus:
+        if want_psus and not report.psus:
             power = await self.c.get_optional(odata_id(chassis.get("Power")))
             if power:
                 report.psus = parse.parse_old_power(power)

@@ -359,8 +359,61 @@ class RedfishClient:
         self.requests_sent = 0
         self.max_seen_in_flight = 0
         self._in_flight = 0
+        # Conditional GETs (use_cache): the ReadingCache, what it kept for this BMC {path: (etag, JSON)}, the
+        # documents answered with a new ETag {path: (etag, doc)} and the paths answered 304, saved at close.
+        self._cache: Any = None
+        self._kept: dict[str, tuple[str, bytes]] = {}
+        self._fresh: dict[str, tuple[str, Any]] = {}
+        self._not_modified: list[str] = []
+        self.conditional_sent = 0  # GETs sent with If-None-Match
+        self.not_modified = 0  # of which the BMC answered 304
 
     # ------------------------------------------------------------------ setup
+
+    async def use_cache(self, cache: Any) -> None:
+        """Ask ``If-None-Match`` for the documents ``cache`` (:class:`.cache.ReadingCache`) kept of this BMC.
+
+        Loaded once (in a thread); what the BMC answers with an ETag is kept at :meth:`close`.
+        """
+        self._cache = cache
+        self._kept = await cache.load(self._cache_key)
+
+    @property
+    def _cache_key(self) -> str:
+        # The BMC and the system it was asked for: two systems behind one address are two entries.
+        return f"{self.base}|{self.target.username}|{self.target.system_id or ''}"
+
+    async def _get_body(self, uri: str) -> Any:
+        """A GET's parsed body; conditional (``If-None-Match``) where the cache kept the document with an ETag."""
+        if self._cache is None:
+            return (await self._request("GET", uri)).body
+        path = self._path(uri)
+        kept = None if "?" in path else self._kept.get(path)  # a query ($expand) is never conditional
+        if kept is None:
+            resp = await self._request("GET", uri)
+        else:
+            self.conditional_sent += 1
+            resp = await self._request("GET", uri, headers={"If-None-Match": kept[0]})
+            if resp.status == 304:
+                self.not_modified += 1
+                self._not_modified.append(path)
+                from .cache import parse_kept
+
+                return parse_kept(kept[1])
+        etag = resp.headers.get("ETag") if resp.headers is not None else None
+        if etag and "?" not in path and resp.status == 200 and isinstance(resp.body, dict) and not is_error_body(resp.body):
+            self._fresh[path] = (etag, resp.body)
+        return resp.body
+
+    async def _save_cache(self) -> None:
+        if self._cache is None:
+            return
+        fresh, used = self._fresh, self._not_modified
+        self._fresh, self._not_modified, self._kept = {}, [], {}
+        try:
+            await self._cache.save(self._cache_key, fresh, used)
+        except Exception as e:  # noqa: BLE001 - a cache that cannot be written costs the next sweep a full read, no more
+            log.warning("%s: the Redfish document cache %s was not written: %s", self.target.name, self._cache.path, e)
 
     def set_bounds(self, quirks: Quirks) -> None:
         """Take the bounds on what this BMC may make us read from its vendor's quirks."""
@@ -473,6 +526,7 @@ class RedfishClient:
         finally:
             self._token = None
             self._session_uri = None
+            await self._save_cache()
             if self._memo is not None:
                 self._memo.clear()  # a sweep of 10,000 BMCs must not keep every answer it read
             if self._own_fleet and self._fleet is not None:
@@ -564,7 +618,7 @@ class RedfishClient:
 
     async def get(self, uri: str) -> Any:
         if self._memo is None:
-            return (await self._request("GET", uri)).body
+            return await self._get_body(uri)
         # read_once: concurrent readers of one URI share one request; a failure is not remembered
         fut = self._memo.get(uri)
         if fut is not None:
@@ -574,7 +628,7 @@ class RedfishClient:
         else:
             fut = self._memo[uri] = asyncio.get_running_loop().create_future()
             try:
-                fut.set_result((await self._request("GET", uri)).body)
+                fut.set_result(await self._get_body(uri))
             except BaseException as e:
                 del self._memo[uri]
                 fut.set_exception(e)

@@ -86,6 +86,9 @@ class RedfishDriver(BMC):
         self._profile: VendorProfile | None = None
         self._quirks: Quirks | None = None
         self._opened = False
+        # What the caller will judge (fleetctl.sweep.collect.READ_KEYS: "health.psus", "facts.nics" ...): the
+        # capabilities skip resources no key names. None: everything, as any caller but a sweep wants.
+        self.wants: frozenset[str] | None = None
         self.power = RedfishPower(self)
         self.boot = RedfishBoot(self)
         self.media = RedfishMedia(self)
@@ -153,6 +156,14 @@ class RedfishDriver(BMC):
     async def close(self) -> None:
         self._opened = False
         await self.client.close()
+
+    def wanted(self, key: str) -> bool:
+        """Whether the caller judges ``key`` (a :data:`fleetctl.sweep.collect.READ_KEYS` key); True without a plan."""
+        return self.wants is None or key in self.wants
+
+    async def use_cache(self, cache: Any) -> None:
+        """Ask ``If-None-Match`` for the documents ``cache`` (a :class:`.cache.ReadingCache`) holds for this BMC."""
+        await self.client.use_cache(cache)
 
     # ------------------------------------------------------------------ fleet
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -334,6 +335,14 @@ class BMCLab:
             doc = _paged(bmc, doc, path, request.query.get("$skip"))
         if method == "HEAD":
             return web.Response(status=status, headers=_HDRS)
+        if method == "GET" and status == 200 and doc is not None:
+            # An ETag on every document, and 304 to an If-None-Match that names it, as iLO 5, iDRAC and bmcweb do
+            # (the sweep's conditional GETs, issue 24).
+            text = _dumps(doc)
+            etag = f'"{hashlib.blake2b(text.encode(), digest_size=8).hexdigest()}"'
+            if etag in request.headers.get("If-None-Match", ""):
+                return web.Response(status=304, headers={**_HDRS, **hdrs, "ETag": etag})
+            return web.Response(status=200, text=text, content_type="application/json", headers={**_HDRS, **hdrs, "ETag": etag})
         return self._json(status, doc, hdrs)
 
     async def _apply_faults(self, bmc: SimBMC, request: web.Request, faults: dict[str, Any]) -> web.StreamResponse | None:
