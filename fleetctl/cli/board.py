@@ -160,10 +160,14 @@ def _rma_drained(serial: str, holder: str, *, options: Any, reason: str | None, 
     from fleetctl.inventory.service import set_board_state
     from fleetctl.targets import resolve
 
-    old = set_board_state(serial, "rma", reason=reason, dry_run=True, force=force)  # refused here: nothing touched yet
     with conn() as c:
         servers = resolve(c, [holder])
-    live = check_all(servers, options) if old != "rma" else {}
+    live = check_all(servers, options)
+    if dry_run or live:
+        # The move along the board table, checked (a dry run of it) before the node is touched: a refusal leaves it be.
+        old = set_board_state(serial, "rma", reason=reason, dry_run=True, force=force)
+        if old == "rma":
+            live = {}  # already sent for RMA: nothing to drain for
     if dry_run:
         if holder in live:
             typer.echo(f"would cordon and drain node {live[holder].node} of {holder} first")
