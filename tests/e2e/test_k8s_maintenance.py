@@ -281,6 +281,9 @@ def test_a_job_that_still_runs_holds_its_node(cli: Any, fleet: Path, k8s: K8sLab
 
     journal = Journal.open(get_engine(), kind="burnin", target="gpu-b", args={}, actor="tester")  # this process: alive
     with get_engine().connect() as c:
+        assert set(m.live_nodes(c, ["gpu-a", "gpu-b", "not-a-node"])) == {"gpu-a", "gpu-b"}
+        assert m.enter(c, "not-a-node", job=journal.job_id, why="burnin") is None  # no node: nothing done
+        m.leave(c, "not-a-node", job=journal.job_id, ok=True)
         entered = m.enter(c, "gpu-b", job=journal.job_id, why="burnin", options=m.DrainOptions(delete_emptydir_data=True, timeout_s=20))
     assert entered is not None and entered.evicted == 2
     r = cli("k8s", "uncordon", "gpu-b")
