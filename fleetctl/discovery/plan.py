@@ -369,8 +369,11 @@ def _changes(p: Proposal, spec: ServerSpec, f: Found, port: int) -> None:
             f.sources["fingerprint"] = f"TLS certificate at {root.address}:{root.port}"
     if f.mac:
         nic = next((n for n in spec.nics if n.name == BMC_NIC), None)
-        if nic is None or nic.mac != f.mac:
-            p.changes[f"nics.{BMC_NIC}.mac"] = (nic.mac if nic else None, f.mac)
+        if nic is None or nic.mac is None:
+            p.changes[f"nics.{BMC_NIC}.mac"] = (None, f.mac)
+        elif nic.mac not in f.macs:
+            # The declared MAC is the operator's word (as in `server inspect`): a difference is said, never written over.
+            p.detail = f"the inventory's {BMC_NIC} MAC is {nic.mac}; the BMC's: {', '.join(f.macs)}"
     serial = f.serial
     if serial and is_placeholder_serial(spec.name, spec.serial):
         p.changes["serial"] = (spec.serial, serial)

@@ -122,6 +122,16 @@ def test_one_server_matched_by_two_bmcs_is_a_problem(loaded: Path) -> None:
     assert plan.proposals[1].detail == "srv-a is matched by https://127.93.0.1:8443 too"
 
 
+def test_a_declared_bmc_mac_is_never_written_over(loaded: Path) -> None:
+    from fleetctl.inventory.service import export_inventory
+
+    found = gather([root("127.93.0.1", FP_A)], [("l", Lease("127.93.0.1", "02:00:00:00:00:99", None, 1))])
+    plan = build_plan(export_inventory(), found, port=8443)
+    p = plan.proposals[0]
+    assert (p.kind, p.server, p.changes) == ("unchanged", "srv-a", {})
+    assert p.detail == "the inventory's bmc MAC is 02:00:00:00:00:0a; the BMC's: 02:00:00:00:00:99"
+
+
 def test_write_then_import_round_trip(loaded: Path, cli: Any, tmp_path: Path) -> None:
     """The fragment is a site file `inventory import` takes: exactly the plan's changes, then nothing more to do."""
     inv, plan = plan_now()
