@@ -4,7 +4,8 @@ Each switch of the inventory is read once: over SNMP (the poller's ``fdb``
 part: Q-BRIDGE-MIB/BRIDGE-MIB with ifName, and ``lldp``) where the inventory
 gives it SNMP settings, else over its CLI (the switch driver's ``mac_table``
 capability: the platform's command and parser as data, and its LLDP
-neighbours). ``via="both"`` reads both ways (tests compare them).
+neighbours); a switch whose agent does not answer is read over its CLI
+where it has a credential. ``via="both"`` reads both ways (tests compare them).
 
 Bounded: a cap on MAC table rows per switch (kept rows, a warning past it),
 one deadline for the whole read (a switch still unread then is an error
@@ -112,7 +113,8 @@ def read_inventory_switches(
 
     Args:
         via: ``auto`` (SNMP where the inventory has SNMP settings, else the
-            CLI), ``snmp``, ``cli``, or ``both``.
+            CLI; the CLI too where SNMP fails and there is a credential),
+            ``snmp``, ``cli``, or ``both``.
         max_rows: MAC table rows kept per switch.
 
     Returns:
@@ -138,45 +140,75 @@ def read_inventory_switches(
     cli_t, cli_bad = switch_targets(cli_refs) if cli_refs else ([], {})
     errors += [f"{name}: {why}" for name, why in {**snmp_bad, **cli_bad}.items()]
     snmp_t = [t.model_copy(update={"max_fdb_rows": max_rows}) for t in snmp_t]
-    cli_done: dict[str, Any] = {}
-    lock = threading.Lock()
-
-    def cli_progress(_done: int, _total: int, result: Any) -> None:
-        with lock:
-            cli_done[result.target] = result
-
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mactable-cli")
-    future = None
-    if cli_t:
-        from fleetctl.plugins import sweep
-
-        future = pool.submit(sweep, "switch", cli_t, lambda sw: _read_cli(sw, max_rows), concurrency=CLI_CONCURRENCY,
-                             progress=cli_progress)  # fmt: skip
+    cli = _CliRead(cli_t, max_rows) if cli_t else None
     if snmp_t:
-        sightings += _read_snmp(snmp_t, deadline, errors)
-    if future is not None:
-        try:
-            future.result(timeout=max(0.0, deadline - time.monotonic()))
-        except concurrent.futures.TimeoutError:
-            pass  # the sessions end by their own timeouts; what finished is kept below
-        except Exception as e:  # noqa: BLE001 (a driver that cannot load: every switch of the read says so)
-            errors += [f"{t.name}: {type(e).__name__}: {e}" for t in cli_t if t.name not in cli_done]
-    pool.shutdown(wait=False, cancel_futures=True)
-    with lock:
-        done = dict(cli_done)
-    for t in cli_t:
-        r = done.get(t.name)
-        if r is None:
-            errors.append(f"{t.name}: no MAC table over the CLI within {deadline_s:g} s")
-        elif not r.ok:
-            errors.append(f"{t.name}: {r.error}")
-        else:
-            entries, neighbors = r.value
-            sightings += sightings_from_cli(t.name, entries, neighbors)
+        got, failed, notes = _read_snmp(snmp_t, deadline)
+        sightings += got
+        errors += notes
+        # auto: a switch whose agent did not answer is read over its CLI, where it has a credential
+        fallback = [r for r in refs if via == "auto" and r.name in failed and r.credential]
+        fb_t, _ = switch_targets(fallback) if fallback else ([], {})
+        if fb_t:
+            got, fb_errors = _CliRead(fb_t, max_rows).collect(deadline, deadline_s)
+            sightings += got
+            fb_failed = {name: why for name, _, why in (e.partition(": ") for e in fb_errors)}
+            for t in fb_t:
+                why = failed.pop(t.name)
+                if t.name in fb_failed:
+                    errors.append(f"{t.name}: over SNMP: {why}; over the CLI: {fb_failed[t.name]}")
+        errors += [f"{n}: {why}" for n, why in failed.items()]
+    if cli is not None:
+        got, cli_errors = cli.collect(deadline, deadline_s)
+        sightings += got
+        errors += cli_errors
     return sightings, sorted(set(errors))
 
 
-def _read_snmp(targets: list[Any], deadline: float, errors: list[str]) -> list[MacSighting]:
+class _CliRead:
+    """One switch sweep reading MAC tables and LLDP, in a thread of its own, collected by a deadline."""
+
+    def __init__(self, targets: list[Any], max_rows: int) -> None:
+        from fleetctl.plugins import sweep
+
+        self.targets = targets
+        self.done: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mactable-cli")
+        self.future = self.pool.submit(sweep, "switch", targets, lambda sw: _read_cli(sw, max_rows), concurrency=CLI_CONCURRENCY,
+                                       progress=self._progress)  # fmt: skip
+
+    def _progress(self, _done: int, _total: int, result: Any) -> None:
+        with self.lock:
+            self.done[result.target] = result
+
+    def collect(self, deadline: float, deadline_s: float) -> tuple[list[MacSighting], list[str]]:
+        crashed: str | None = None
+        try:
+            self.future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except concurrent.futures.TimeoutError:
+            pass  # the sessions end by their own timeouts; what finished is kept
+        except Exception as e:  # noqa: BLE001 (a driver that cannot load: each switch not read says so)
+            crashed = f"{type(e).__name__}: {e}"
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        with self.lock:
+            done = dict(self.done)
+        sightings: list[MacSighting] = []
+        errors: list[str] = []
+        for t in self.targets:
+            r = done.get(t.name)
+            if r is None:
+                errors.append(f"{t.name}: {crashed or f'no MAC table over the CLI within {deadline_s:g} s'}")
+            elif not r.ok:
+                errors.append(f"{t.name}: {r.error}")
+            else:
+                entries, neighbors = r.value
+                sightings += sightings_from_cli(t.name, entries, neighbors)
+        return sightings, errors
+
+
+def _read_snmp(targets: list[Any], deadline: float) -> tuple[list[MacSighting], dict[str, str], list[str]]:
+    """Poll every agent's ``fdb`` and ``lldp`` by the deadline: the sightings, why each agent not read was not,
+    and a line for each MAC table cut at the row cap."""
     from fleetctl.plugins import sweep_async
 
     done: dict[str, Any] = {}
@@ -191,13 +223,15 @@ def _read_snmp(targets: list[Any], deadline: float, errors: list[str]) -> list[M
 
     asyncio.run(run())
     out: list[MacSighting] = []
+    failed: dict[str, str] = {}
+    notes: list[str] = []
     for t in targets:
         r = done.get(t.name)
         if r is None:
-            errors.append(f"{t.name}: no MAC table over SNMP before the deadline")
+            failed[t.name] = "no MAC table over SNMP before the deadline"
         elif not r.ok:
-            errors.append(f"{t.name}: {r.error}")
+            failed[t.name] = str(r.error)
         else:
             out += sightings_from_snmp(r)
-            errors += [f"{t.name}: {w}" for w in r.warnings if "rows; the first" in w]
-    return out
+            notes += [f"{t.name}: {w}" for w in r.warnings if "rows; the first" in w]
+    return out, failed, notes

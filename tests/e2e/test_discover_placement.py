@@ -127,3 +127,30 @@ def test_lab_status_names_the_leases_files_and_they_hold_the_leased_bmcs(lab: An
         reset_engines()
     for n, b in bmcs.items():
         assert (rows2.get(n) == (None, None)) if b["kind"] != "unplanned" else (n not in rows2)
+
+
+def test_a_switch_whose_agent_does_not_answer_is_read_over_its_cli(lab: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy import text
+
+    from fleetctl.discovery.mactable import read_inventory_switches
+    from fleetctl.store import get_engine, reset_engines
+
+    env, _ = lab
+    for k in ("FLEETCTL_DB", "FLEETCTL_LAB_DIR", "FLEETCTL_DATA_DIR"):
+        monkeypatch.setenv(k, env[k])
+    engine = get_engine()
+    with engine.begin() as c:
+        old = c.execute(text("SELECT snmp_port FROM switch WHERE name = 'mgmt-tyo1-r12'")).scalar()
+        c.execute(text("UPDATE switch SET snmp_port = 9 WHERE name = 'mgmt-tyo1-r12'"))  # discard: nothing answers
+    try:
+        with engine.connect() as c:
+            sightings, errors = read_inventory_switches(c, ["mgmt-tyo1-r12"], deadline_s=120)
+        assert errors == []
+        assert {s.source for s in sightings} == {"cli", "lldp"} and len({s.port for s in sightings if s.source == "cli"}) >= 19
+        with engine.connect() as c:
+            only_snmp = read_inventory_switches(c, ["mgmt-tyo1-r12"], via="snmp", deadline_s=120)
+        assert only_snmp[0] == [] and len(only_snmp[1]) == 1 and only_snmp[1][0].startswith("mgmt-tyo1-r12: ")
+    finally:
+        with engine.begin() as c:
+            c.execute(text("UPDATE switch SET snmp_port = :p WHERE name = 'mgmt-tyo1-r12'"), {"p": old})
+        reset_engines()

@@ -117,3 +117,13 @@ def test_only_the_macs_asked_and_seen_are_answered(conn: Any) -> None:
     assert place(conn, [], []) == {}
     with pytest.raises(ValueError):
         place(conn, [], ["not a mac"])
+
+
+def test_a_switch_that_cannot_be_read_is_a_line_not_an_abort(conn: Any) -> None:
+    from fleetctl.discovery.placement import read_sightings
+
+    # The hand-made switches have neither a credential nor SNMP settings: nothing is contacted.
+    sightings, errors = read_sightings(conn, None, deadline_s=5)
+    assert sightings == []
+    assert errors == ["leaf-1: no credential reference in the inventory", "mgmt-1: no credential reference in the inventory"]
+    assert read_sightings(conn, ["role=management"], deadline_s=5) == ([], ["mgmt-1: no credential reference in the inventory"])
