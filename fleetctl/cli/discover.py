@@ -214,7 +214,7 @@ def _discover_rest(report: Any, held: list[tuple[str, Any]], sheet: list[Any], e
     if output != PlanFormat.table:
         payload: dict[str, Any] = {
             "probed": report.probed, "answers": dict(report.counts), "seconds": round(report.seconds, 3), **plan.as_dict(),
-            "switch_errors": switch_errors,
+            "switch_errors": switch_errors, "failures": report.failures,
         }  # fmt: skip
         if sheet:
             payload["expected"] = expect_rows
@@ -285,6 +285,9 @@ def _print_tables(report: Any, plan: Any, switch_errors: list[str], expect_rows:
     emit(rows, Format.table, title="found", styles=styles)
     if plan.missing:
         emit([m.as_dict() for m in plan.missing], Format.table, title="declared, not found")
+    if plan.silent:
+        emit([{"address": f.address, "mac": f.mac or "", "hostname": f.hostname or "", "reason": f.probe_error or ""}
+              for f in plan.silent], Format.table, title="leased, no Redfish answer")  # fmt: skip
     if expect_rows:
         emit(expect_rows, Format.table, title="expected",
              columns=["serial", "bmc_mac", "model", "status", "address", "cabled", "placement_problem"],

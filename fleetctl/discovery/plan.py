@@ -157,6 +157,8 @@ class DiscoveryPlan:
     proposals: list[Proposal] = field(default_factory=list)
     missing: list[Missing] = field(default_factory=list)
     new_models: list[dict[str, Any]] = field(default_factory=list)
+    # Leased addresses that gave no service root and match nothing declared: listed, proposed as nothing.
+    silent: list[Found] = field(default_factory=list)
 
     def of(self, kind: str) -> list[Proposal]:
         return [p for p in self.proposals if p.kind == kind]
@@ -168,7 +170,9 @@ class DiscoveryPlan:
 
     def as_dict(self) -> dict[str, Any]:
         return {"counts": self.counts(), "proposals": [p.as_dict() for p in self.proposals],
-                "missing": [m.as_dict() for m in self.missing], "new_models": self.new_models}  # fmt: skip
+                "missing": [m.as_dict() for m in self.missing], "new_models": self.new_models,
+                "no_redfish_answer": [{"address": f.address, "mac": f.mac, "hostname": f.hostname, "reason": f.probe_error,
+                                       "source": f.sources.get("mac")} for f in self.silent]}  # fmt: skip
 
 
 # ---------------------------------------------------------------- gathering
@@ -302,6 +306,18 @@ def build_plan(
         elif root and (root.address, root.port) in by_addr:
             d, how = by_addr[(root.address, root.port)], "address"
         place = f.placement
+        if root is None:
+            # A lease that gave no service root: a BMC not answering yet, or no BMC at all (a laptop on the network).
+            target = d
+            if target is None and place is not None and getattr(place, "kind", None) is None:
+                target, how = by_name.get(place.server or ""), f"switch port {place.switch}:{place.port}"
+            if target is None:
+                plan.silent.append(f)
+            else:
+                plan.proposals.append(Proposal("problem", f, server=target.spec.name, matched_by=how,
+                                               detail=f"its BMC MAC {f.mac} holds the lease {f.address}, which gave no "
+                                                      f"Redfish answer ({f.probe_error or 'no answer'})"))  # fmt: skip
+            continue
         if place is not None and getattr(place, "kind", None) is not None:  # a PlacementProblem
             if d is None:
                 plan.proposals.append(Proposal("problem", f, detail=f"{place.kind}: {place.detail}"))

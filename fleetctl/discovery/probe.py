@@ -40,6 +40,8 @@ ROOT_PATH = "/redfish/v1"
 #: A service root is a few kilobytes (the largest recorded, HPE iLO 5's, is ~6 KB); a cap far above that.
 MAX_BODY = 256 * 1024
 MAX_HEADERS = 32 * 1024
+#: Failures listed by address for addresses nobody named (the rest are only counted).
+MAX_FAILURES_LISTED = 1024
 #: The widest range probed without ``--yes``: a /16 (65,536 addresses).
 MAX_PREFIX_WITHOUT_YES = 16
 
@@ -122,6 +124,7 @@ class ProbeReport:
     counts: Counter[str] = field(default_factory=Counter)
     probed: int = 0
     seconds: float = 0.0
+    unnamed_failures: int = 0  # how many of ``failures`` no lease named (capped at MAX_FAILURES_LISTED)
 
 
 class ProbeFailed(Exception):
@@ -470,7 +473,10 @@ async def probe_addresses(
                     root = await probe_one(address, port, limits=lim, ctx=ctx)
                 except ProbeFailed as e:
                     report.counts[e.reason.split(":")[0]] += 1
-                    if address in keep or (e.reason != "refused" and not e.reason.startswith("unreachable")):
+                    listed = address in keep or (e.reason != "refused" and not e.reason.startswith("unreachable"))
+                    # A filtered /16 times out everywhere: the named addresses are all kept, the others up to a cap.
+                    if listed and (address in keep or report.unnamed_failures < MAX_FAILURES_LISTED):
+                        report.unnamed_failures += address not in keep
                         report.failures[address] = e.reason
                 except Exception as e:  # noqa: BLE001 (one address's bug never ends the pass: it is that address's reason)
                     report.counts["error"] += 1

@@ -132,6 +132,19 @@ def test_a_declared_bmc_mac_is_never_written_over(loaded: Path) -> None:
     assert p.detail == "the inventory's bmc MAC is 02:00:00:00:00:0a; the BMC's: 02:00:00:00:00:99"
 
 
+def test_a_lease_without_a_redfish_answer(loaded: Path) -> None:
+    from fleetctl.inventory.service import export_inventory
+
+    leases = [("l", Lease("127.93.0.50", "02:00:00:00:00:0a", None, 1)), ("l", Lease("127.93.0.51", "66:00:00:00:00:01", "laptop", 2))]
+    found = gather([], leases, {"127.93.0.50": "refused", "127.93.0.51": "timeout"})
+    plan = build_plan(export_inventory(), found, port=8443)
+    # srv-a's BMC MAC holds a lease that does not answer: a person looks; the laptop is only listed.
+    assert [(p.kind, p.server) for p in plan.proposals] == [("problem", "srv-a")]
+    assert "holds the lease 127.93.0.50, which gave no Redfish answer (refused)" in plan.proposals[0].detail
+    assert plan.as_dict()["no_redfish_answer"] == [{"address": "127.93.0.51", "mac": "66:00:00:00:00:01", "hostname": "laptop",
+                                                    "reason": "timeout", "source": "lease l:2"}]  # fmt: skip
+
+
 def test_write_then_import_round_trip(loaded: Path, cli: Any, tmp_path: Path) -> None:
     """The fragment is a site file `inventory import` takes: exactly the plan's changes, then nothing more to do."""
     inv, plan = plan_now()

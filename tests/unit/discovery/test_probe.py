@@ -97,6 +97,17 @@ def test_closed_ports_are_counted_not_listed_unless_named(roots: ServiceRoots) -
     assert report.probed == 20
 
 
+def test_failures_nobody_named_are_listed_up_to_a_cap(roots: ServiceRoots, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probe, "MAX_FAILURES_LISTED", 2)
+    addresses = [f"127.91.5.{i}" for i in range(1, 7)]
+    for a in addresses:
+        roots.behaviours[a] = Behaviour(body=b'{"status": "ok"}')
+    roots.start(addresses)
+    report = run(addresses, roots.port, limits=LIMITS, named=["127.91.5.6"])
+    assert report.counts == {"not redfish": 6}
+    assert len(report.failures) == 3 and report.failures["127.91.5.6"] == "not redfish"  # two unnamed, and the named one
+
+
 def test_each_address_once_and_the_per_subnet_bound_holds(roots: ServiceRoots) -> None:
     """Connections into one /24 never exceed per_subnet; duplicates are probed once."""
     addresses = [f"127.92.0.{h}" for h in range(1, 41)]
