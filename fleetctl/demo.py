@@ -298,7 +298,9 @@ def main() -> None:
         print("evicts its pods through the Eviction API; its gang's PodDisruptionBudget refuses for a few seconds (a")
         print("replacement still starting elsewhere), so the drain waits; then the burn-in, then the node is uncordoned:")
         sh("server", "set-state", "mn-tyo1-r12-01", "in-service", "--reason", "demo: handed to the training cluster", env=env, tail=0)
-        sh("lab", "k8s", "fault", "--pdb", "training/gang-000", "--seconds", "6", env=env, tail=0)
+        on_it = json.loads(sh("k8s", "status", "mn-tyo1-r12-01", "-o", "json", env=env, tail=0))[0]["pods"]
+        gang = next(b for p in on_it for b in p["budgets"])  # the budget of its gang's pods
+        sh("lab", "k8s", "fault", "--pdb", gang, "--seconds", "6", env=env, tail=0)
         sh("burnin", "--mncore", "mn-tyo1-r12-01", "--force", "--level", "quick", "--duration", "5", "--delete-emptydir-data",
            env=env, tail=6)  # fmt: skip
         sh("k8s", "status", "mn-tyo1-r12-01", env=env, tail=8)
@@ -323,6 +325,13 @@ def main() -> None:
         sh("lab", "fault", "mn-tyo1-r12-03", "--set", "psu_failed=true", env=env, tail=0)
         sh("lab", "fault", "mn-tyo1-r12-07", "--set", "pcie_degraded=true", env=env, tail=0)
         sh("sweep", "--timeout", "10", env=env, expect=5, tail=16, live=True)
+        print("\nOn a node in service, the MN-Core device plugin marks a board unhealthy: the node advertises 3 of the 4")
+        print("boards the inventory holds. The Kubernetes-level sweep finds it, and its verdict reaches the scheduler: the")
+        print("node's FleetctlHealthy condition turns False and a NoSchedule taint keeps new jobs off it:")
+        sh("server", "set-state", "mn-tyo1-r12-06", "in-service", "--reason", "demo: handed to the training cluster", env=env, tail=0)
+        sh("lab", "k8s", "fault", "--node", "mn-tyo1-r12-06", "--unhealthy", "1", env=env, tail=0)
+        sh("sweep", "rack-12", "--level", "k8s", env=env, expect=5, tail=6, live=True)
+        sh("k8s", "status", "mn-tyo1-r12-06", env=env, tail=8)
         sh("finding", "ack", "mn-tyo1-r12-07:accel.pcie", "--reason", "reseat booked for Thursday", "--until", "7d", env=env)
         sh("sweep", "diff", env=env, tail=12)
         report = demo_dir / "report.html"

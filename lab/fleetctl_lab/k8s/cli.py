@@ -96,9 +96,12 @@ def fault(
     seconds: Annotated[float | None, typer.Option("--seconds", help="With --pdb: for this many seconds.")] = None,
     node: Annotated[str | None, typer.Option("--node", help="A node to make NotReady (or Ready with --ready).")] = None,
     ready: Annotated[bool, typer.Option("--ready", help="With --node: Ready again.")] = False,
+    unhealthy: Annotated[
+        int | None, typer.Option("--unhealthy", help="With --node: its device plugin reports this many devices unhealthy (0: none).")
+    ] = None,
     clear: Annotated[bool, typer.Option("--clear", help="With --pdb: the budget counts pods again.")] = False,
 ) -> None:
-    """Inject a fault: a budget that makes a drain wait, or a node that stops reporting."""
+    """Inject a fault: a budget that makes a drain wait, a node that stops reporting, or devices gone unhealthy."""
     import json
 
     from fleetctl.errors import InputError
@@ -110,6 +113,10 @@ def fault(
         if not clear and refuse is None and seconds is None:
             raise InputError("with --pdb: --refuse N, --seconds T or --clear", field="--pdb")
         spec: dict[str, object] = {"pdb": pdb, "clear": clear, "refuse": refuse, "seconds": seconds}
+    elif unhealthy is not None:
+        if unhealthy < 0:
+            raise InputError(f"--unhealthy takes a count >= 0, not {unhealthy}", field="--unhealthy")
+        spec = {"node": node, "unhealthy": unhealthy}
     else:
         spec = {"node": node, "ready": ready}
     typer.echo(json.dumps(k8s_fault(_state_dir(), spec)))

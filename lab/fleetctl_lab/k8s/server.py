@@ -332,6 +332,9 @@ class K8sLab:
                     self.store.block_pdb(ns, name, refuse=None if refuse is None else int(refuse),
                                          seconds=None if seconds is None else float(seconds))  # fmt: skip
                 return {"pdb": f"{ns}/{name}", "status": self.store.pdb_status(self.store.find(BY_KIND["PodDisruptionBudget"], ns, name))}
+            if "node" in spec and spec.get("unhealthy") is not None:
+                self.store.set_unhealthy(str(spec["node"]), int(spec["unhealthy"]))
+                return {"node": spec["node"], "unhealthy": int(spec["unhealthy"])}
             if "node" in spec:
                 self.store.set_node_ready(str(spec["node"]), bool(spec.get("ready", False)))
                 return {"node": spec["node"], "ready": bool(spec.get("ready", False))}

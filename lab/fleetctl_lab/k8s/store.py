@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetctl_lab.k8s.objects import make_pod, new_uid, node_condition, now
+from fleetctl_lab.k8s.objects import RESOURCE_OF_KIND, make_pod, new_uid, node_condition, now
 from fleetctl_lab.k8s.selectors import match_label_selector
 
 
@@ -693,6 +693,15 @@ class Store:
     def unblock_pdb(self, namespace: str, name: str) -> None:
         self.pdb_blocks.pop((namespace, name), None)
         self._refresh_pdb((namespace, name))
+
+    def set_unhealthy(self, name: str, count: int) -> None:
+        """``count`` devices of each accelerator resource of the node reported unhealthy by its device plugin: its
+        allocatable drops by as many (at least 0) below its capacity, as a device plugin's ListAndWatch makes it."""
+        node = copy.deepcopy(self.find(BY_KIND["Node"], "", name))
+        status = node["status"]
+        for res in set(RESOURCE_OF_KIND.values()) & set(status.get("capacity") or {}):
+            status["allocatable"][res] = str(max(0, int(status["capacity"][res]) - max(0, count)))
+        self._commit("nodes", node, "MODIFIED")
 
     def set_node_ready(self, name: str, ready: bool) -> None:
         """A node's kubelet stops (or resumes) posting status: the node lifecycle controller's conditions and taints."""

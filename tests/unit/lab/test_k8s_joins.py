@@ -1,4 +1,4 @@
-"""The lab's hosts join the lab's cluster at provisioning: `kubeadm join` on a host registers its node in the stand-in."""
+"""The lab's cluster: hosts join it at provisioning (`kubeadm join` registers their node), and device plugin faults."""
 
 from __future__ import annotations
 
@@ -53,3 +53,14 @@ def test_the_kubeadm_standin_without_a_joins_folder_only_records(tmp_path: Path)
     subprocess.run([str(script), "join", "10.0.0.1:6443"], check=True, timeout=30)
     assert (tmp_path / "calls.log").read_text() == "kubeadm join 10.0.0.1:6443\n"
     assert not (tmp_path / "joins").exists()
+
+
+def test_unhealthy_devices_lower_what_the_node_advertises(tmp_path: Path) -> None:
+    with serve_k8s([NodeSeed("g", boards=(("gpu", 8),))]) as k8s:
+        k8s.set_fault(node="g", unhealthy=2)
+        node = k8s.obj("Node", "g")
+        assert node is not None
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "6" and node["status"]["capacity"]["nvidia.com/gpu"] == "8"
+        k8s.set_fault(node="g", unhealthy=0)
+        node = k8s.obj("Node", "g")
+        assert node is not None and node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
