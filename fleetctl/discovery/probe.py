@@ -351,11 +351,11 @@ async def get_json(
     try:
         async with asyncio.timeout(limits.deadline):
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(address, port, ssl=ctx, limit=limits.max_headers,
-                                            ssl_handshake_timeout=limits.connect_timeout if ctx else None),
-                    limits.connect_timeout,
-                )  # fmt: skip
+                # A nested timeout, not wait_for: wait_for wraps the connect in a task of its own (3.11), per address.
+                async with asyncio.timeout(limits.connect_timeout):
+                    reader, writer = await asyncio.open_connection(
+                        address, port, ssl=ctx, limit=limits.max_headers, ssl_handshake_timeout=limits.connect_timeout if ctx else None
+                    )
             except ConnectionRefusedError:
                 raise ProbeFailed("refused") from None
             except ssl.SSLError as e:
