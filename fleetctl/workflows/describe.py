@@ -413,7 +413,6 @@ class _Pool:
         except BrokenProcessPool:
             if self.executor is executor:  # the first unit to see it renews the pool; the others find it renewed
                 self.old.append(executor)
-                executor.shutdown(wait=False, cancel_futures=True)
                 self.executor = self._new()
             raise
 
@@ -422,14 +421,16 @@ class _Pool:
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
         if kind is None:
-            self.executor.shutdown(wait=True)
+            for executor in [*self.old, self.executor]:  # (a broken one's workers are gone already)
+                executor.shutdown(wait=True)
             return
         # Interrupted (Ctrl-C, SIGTERM, the run's task cancelled): no new unit starts, each running one is told to stop
         # (SIGTERM: its worker cancels it, its ``finally`` runs), and the caller closes the run once every worker is gone,
         # so none writes into a run said to be over.
+        workers = [p for executor in [*self.old, self.executor] for p in _processes(executor)]  # (shutdown forgets them)
         for executor in [*self.old, self.executor]:
             executor.shutdown(wait=False, cancel_futures=True)
-        stop_workers([p for executor in [*self.old, self.executor] for p in _processes(executor)])
+        stop_workers(workers)
 
 
 def _processes(executor: ProcessPoolExecutor) -> list[Any]:
