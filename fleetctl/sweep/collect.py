@@ -207,7 +207,6 @@ def server_expectations(conn: Any, names: list[str], cursors: dict[str, dict[str
     from fleetctl.store import tables as T
 
     out: dict[str, ServerExpect] = {}
-    want = set(names)
     q = (
         select(T.server.c.id, T.server.c.name, T.server.c.serial, T.server.c.position, T.server.c.model_id,
                T.rack.c.name.label("rack"), T.site.c.name.label("site"), T.hardware_model.c.name.label("model"),
@@ -216,19 +215,22 @@ def server_expectations(conn: Any, names: list[str], cursors: dict[str, dict[str
         .join(T.site, T.site.c.id == T.rack.c.site_id)
         .join(T.hardware_model, T.hardware_model.c.id == T.server.c.model_id)
     )
+    boards = select(T.accelerator_board.c.server_id, T.accelerator_board.c.slot, T.accelerator_board.c.kind,
+                    T.accelerator_board.c.serial, T.accelerator_board.c.position)  # fmt: skip
     by_id: dict[int, ServerExpect] = {}
     model_of: dict[int, int] = {}
-    for r in conn.execute(q):
-        if r.name not in want:
-            continue
-        e = ServerExpect(r.name, r.serial, r.model, r.site, r.rack, r.position, r.board_kind, r.board_count or 0,
-                         log_cursor=(cursors.get(r.name) or {}).get("log_cursor"), max_skew_s=max_skew_s,
-                         criteria=criteria.for_board(r.board_kind or "", r.model) if criteria is not None else None)  # fmt: skip
-        out[r.name] = by_id[r.id] = e
-        model_of[r.id] = r.model_id
-    for b in conn.execute(select(T.accelerator_board.c.server_id, T.accelerator_board.c.slot, T.accelerator_board.c.kind,
-                                 T.accelerator_board.c.serial, T.accelerator_board.c.position)):  # fmt: skip
-        if b.server_id in by_id:
+    # The named servers and their boards only, a chunk at a time: a shard of a 10,000-server fleet (a worker process's)
+    # reads its own, not the fleet's 10,000 servers and 40,000 boards to keep a few.
+    for chunk in _chunks(sorted(set(names))):
+        ids: list[int] = []
+        for r in conn.execute(q.where(T.server.c.name.in_(chunk))):
+            e = ServerExpect(r.name, r.serial, r.model, r.site, r.rack, r.position, r.board_kind, r.board_count or 0,
+                             log_cursor=(cursors.get(r.name) or {}).get("log_cursor"), max_skew_s=max_skew_s,
+                             criteria=criteria.for_board(r.board_kind or "", r.model) if criteria is not None else None)  # fmt: skip
+            out[r.name] = by_id[r.id] = e
+            model_of[r.id] = r.model_id
+            ids.append(r.id)
+        for b in conn.execute(boards.where(T.accelerator_board.c.server_id.in_(ids)).order_by(T.accelerator_board.c.id)):
             by_id[b.server_id].boards.append(BoardExpect(b.slot, b.kind, b.serial, b.position))
     baselines: dict[int, dict[str, str]] = {}
     for fb in conn.execute(select(T.firmware_baseline.c.model_id, T.firmware_baseline.c.component, T.firmware_baseline.c.version)):
@@ -236,6 +238,11 @@ def server_expectations(conn: Any, names: list[str], cursors: dict[str, dict[str
     for sid, e in by_id.items():
         e.baseline = baselines.get(model_of[sid], {})
     return out
+
+
+def _chunks(items: list[str], n: int = 500) -> list[list[str]]:
+    """``items`` in lists of ``n``: an IN list SQLite and PostgreSQL both take."""
+    return [items[i : i + n] for i in range(0, len(items), n)]
 
 
 @dataclass

@@ -370,7 +370,8 @@ async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches
     (:mod:`fleetctl.sweep.workflow`). ``criteria`` (a ``CriteriaFile``): what the host checks judge the boards by, as
     the command read it; None: the criteria in force here."""
     with engine.connect() as c:
-        cursors = baseline_cursors(c)  # as of the last finished run: an interrupted one's reading is read again
+        # as of the last finished run (an interrupted one's reading is read again); these targets' only
+        cursors = baseline_cursors(c, {"server": [s.name for s in servers], "switch": [w.name for w in switches]})
         server_cursors = {k[1]: v for k, v in cursors.items() if k[0] == "server"}
         sexp = server_expectations(c, [s.name for s in servers], server_cursors, max_skew_s=opts.max_skew_s, criteria=criteria)
         wexp = switch_expectations(c, switches)

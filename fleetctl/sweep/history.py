@@ -187,9 +187,19 @@ def _as_of_finished(value: Any, finished: set[int]) -> dict[str, Any] | None:
     return _bare(value.get(CURSOR_FINISHED))
 
 
-def baseline_cursors(conn: Any) -> dict[tuple[str, str], dict[str, Any]]:
-    """{(kind, target): cursor} as of the last finished run that swept each target (a target without one is left out)."""
-    rows = [(r.kind, r.target, r.value) for r in conn.execute(select(T.sweep_cursor))]
+def baseline_cursors(conn: Any, targets: dict[str, list[str]] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """{(kind, target): cursor} as of the last finished run that swept each target (a target without one is left out).
+
+    ``targets`` ({kind: names}): only theirs (a shard's, not a whole fleet's switch counters); None: every target's.
+    """
+    if targets is None:
+        rows = [(r.kind, r.target, r.value) for r in conn.execute(select(T.sweep_cursor))]
+    else:
+        rows = []
+        for kind, names in targets.items():
+            for i in range(0, len(names), 500):
+                q = select(T.sweep_cursor).where(T.sweep_cursor.c.kind == kind, T.sweep_cursor.c.target.in_(names[i : i + 500]))
+                rows += [(r.kind, r.target, r.value) for r in conn.execute(q)]
     finished = _finished_runs(conn, [v for _, _, v in rows])
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for kind, target, value in rows:
