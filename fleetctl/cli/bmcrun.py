@@ -77,23 +77,32 @@ def execute(
     output: Format = Format.table,
     columns: list[str] | None = None,
     title: str | None = None,
-    after: Callable[[list[Any]], dict[str, dict[str, Any]]] | None = None,
 ) -> list[Any]:
-    """Run the operation over the servers' BMCs, print one row per server, exit 1 if any failed.
+    """Run the operation over the servers' BMCs, print one row per server, exit 1 if any failed."""
+    outcomes = run_with_progress(servers, operation, kind=kind, targets=targets, args=args, output=output)
+    summarise(outcomes, describe=describe, output=output, columns=columns, title=title)
+    return outcomes
 
-    ``after(outcomes)``: called once the operation ended, before the rows are printed (a maintenance leaves its nodes
-    there); what it returns per server is added to that server's row.
-    """
+
+def summarise(
+    outcomes: list[Any],
+    *,
+    describe: Callable[[Any], dict[str, Any]] | None = None,
+    extra: dict[str, dict[str, Any]] | None = None,
+    output: Format = Format.table,
+    columns: list[str] | None = None,
+    title: str | None = None,
+) -> None:
+    """One row per server (``extra``: more columns of some servers, as what became of their Kubernetes node), the closing
+    line, exit 1 if any failed."""
     from fleetctl.cli.output import emit
 
-    outcomes = run_with_progress(servers, operation, kind=kind, targets=targets, args=args, output=output)
-    extra = after(outcomes) if after is not None else {}
     rows = []
     for o in outcomes:
         row = {"server": o.server, "ok": o.ok}
         if o.ok and describe is not None:
             row.update(describe(o.value))
-        row.update(extra.get(o.server, {}))
+        row.update((extra or {}).get(o.server, {}))
         row["error"] = o.error
         row["elapsed"] = round(o.elapsed, 2)
         rows.append(row)
@@ -102,7 +111,6 @@ def execute(
     tally(outcomes, output)
     if any(not o.ok for o in outcomes):
         raise typer.Exit(1)
-    return outcomes
 
 
 def tally(outcomes: list[Any], output: Format, *, problems: int = 0, what: str = "with problems") -> None:

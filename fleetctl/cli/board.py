@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from fleetctl.cli.common import DryRunOpt, OutputOpt, ReasonOpt, free_text, non_empty, whole
-from fleetctl.cli.maintain import DrainTimeoutOpt, EmptyDirOpt, ForceDrainOpt, GraceOpt, NoDrainOpt
+from fleetctl.cli.maintain import DrainTimeoutOpt, EmptyDirOpt, ForceDrainOpt, GraceOpt, MaxUnavailableOpt, NoDrainOpt
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -107,6 +107,7 @@ def set_(
     delete_emptydir_data: EmptyDirOpt = False,
     force_drain: ForceDrainOpt = False,
     grace_period: GraceOpt = None,
+    max_unavailable: MaxUnavailableOpt = "1",
     no_drain: NoDrainOpt = False,
     dry_run: DryRunOpt = False,
     reason: ReasonOpt = None,
@@ -141,7 +142,7 @@ def set_(
         from fleetctl.cli.maintain import drain_options
 
         _rma_drained(serial, holder, options=drain_options(drain_timeout, delete_emptydir_data, force_drain, grace_period),
-                     reason=reason, dry_run=dry_run, force=force)  # fmt: skip
+                     max_unavailable=max_unavailable, reason=reason, dry_run=dry_run, force=force)  # fmt: skip
         return
     if state is not None:
         old = set_board_state(serial, state, reason=reason, dry_run=dry_run, force=force)
@@ -149,7 +150,8 @@ def set_(
         typer.echo(f"board {serial}: {done}{' (dry run)' if dry_run else ''}")
 
 
-def _rma_drained(serial: str, holder: str, *, options: Any, reason: str | None, dry_run: bool, force: bool) -> None:
+def _rma_drained(serial: str, holder: str, *, options: Any, max_unavailable: str, reason: str | None, dry_run: bool,
+                 force: bool) -> None:  # fmt: skip
     """A board to rma; its server's node, when it is a live one, cordoned and drained first and left held after.
 
     Checked before anything is touched: the move along the board table (a dry run of it), the cluster, the node, the
@@ -162,7 +164,7 @@ def _rma_drained(serial: str, holder: str, *, options: Any, reason: str | None, 
 
     with conn() as c:
         servers = resolve(c, [holder])
-    live = check_all(servers, options)
+    live = check_all(servers, options, max_unavailable=max_unavailable)  # its rack's bound counts the nodes out already
     if dry_run or live:
         # The move along the board table, checked (a dry run of it) before the node is touched: a refusal leaves it be.
         old = set_board_state(serial, "rma", reason=reason, dry_run=True, force=force)
@@ -170,7 +172,7 @@ def _rma_drained(serial: str, holder: str, *, options: Any, reason: str | None, 
             live = {}  # already sent for RMA: nothing to drain for
     if dry_run:
         if holder in live:
-            typer.echo(f"would cordon and drain node {live[holder].node} of {holder} first")
+            typer.echo(f"would cordon and drain the node of {holder} first")
         typer.echo(f"board {serial}: {f'state {old} -> rma' if old != 'rma' else 'already rma, nothing done'} (dry run)")
         return
     held: Maintained | None = None
@@ -198,7 +200,8 @@ def _rma_drained(serial: str, holder: str, *, options: Any, reason: str | None, 
         node = held.leave(holder, ok=False, reason=f"board {serial} sent for RMA: `fleetctl k8s uncordon {holder}` once it is "
                           "replaced or removed")  # fmt: skip
         held.finish()
-        typer.echo(f"{holder}: node {live[holder].node} {node} (job {held.job})")
+        if holder in held.entered:
+            typer.echo(f"{holder}: node {held.entered[holder].node} {node} (job {held.job})")
 
 
 @app.command("remove")

@@ -34,6 +34,10 @@ ForceDrainOpt = Annotated[bool, typer.Option("--force-drain", help="Also evict p
 GraceOpt = Annotated[
     int | None, typer.Option("--grace-period", help="Seconds each evicted pod gets to stop (default: its own).", parser=whole(0, 86400))
 ]
+MaxUnavailableOpt = Annotated[
+    str, typer.Option("--max-unavailable", help="Nodes of a rack drained at once: a count, or a percentage of the rack's nodes "
+                      "(counting those out already).")  # fmt: skip
+]
 NoDrainOpt = Annotated[
     bool, typer.Option("--no-drain", help="Do not talk to the Kubernetes cluster at all (an emergency, a cluster down): servers in "
                        "service then need --allow-in-service.")  # fmt: skip
@@ -53,34 +57,37 @@ def drain_options(timeout_s: float, delete_emptydir_data: bool, force: bool, gra
     return DrainOptions(timeout_s=timeout_s, delete_emptydir_data=delete_emptydir_data, force=force, grace_s=grace_s, retry_s=retry_s)
 
 
-def check_all(servers: Sequence[Any], options: Any) -> dict[str, Any]:
-    """The servers in service that are live nodes ({server: NodeRef}), everything checked; nothing touched.
+def check_all(servers: Sequence[Any], options: Any, *, max_unavailable: str = "1") -> dict[str, int]:
+    """The servers in service that are live nodes, each with its wave ({server: wave, 0 first}); nothing touched.
 
     Only servers in service run users' pods by the lifecycle's rules (as the workflows' drain, docs/kubernetes.md): the
     cluster of a server in any other state is not asked, so a cluster declared but not reachable yet (a new site's)
-    does not stop work on servers that are not in service yet.
+    does not stop work on servers that are not in service yet. The waves keep each rack within ``max_unavailable`` (a
+    count or a percentage of its nodes), counting its nodes out already (:func:`fleetctl.workflows.maintained.plan_drain`).
 
     Raises (exit 2, one line): a cluster that cannot be opened or does not answer, a declared node it lacks (the line
-    says how to act without draining), a pod that refuses the drain, a node a job that still runs holds.
+    says how to act without draining), a pod that refuses the drain, a node a job that still runs holds, a rack that
+    may lose no more node now.
     """
     from fleetctl.cli.common import conn
-    from fleetctl.errors import FleetError, InputError
-    from fleetctl.k8s.maintenance import MaintenanceRefused, check
+    from fleetctl.errors import FleetError, InputError, NotFound
+    from fleetctl.interfaces.k8s import K8sError
+    from fleetctl.workflows.maintained import plan_drain
 
     serving = [s.name for s in servers if s.state == "in-service"]
     if not serving:
         return {}
     try:
         with conn() as c:
-            return check(c, serving, options=options)
-    except MaintenanceRefused:
-        raise
+            plan = plan_drain(c, serving, max_unavailable=max_unavailable, timeout_s=options.timeout_s,
+                              delete_emptydir_data=options.delete_emptydir_data, force=options.force, grace_s=options.grace_s)  # fmt: skip
     except FleetError as e:
-        if e.exit_code != 2:
-            raise
+        if not isinstance(e, K8sError | NotFound):
+            raise  # a refusal (pods, a job holding a node, a rack at its bound) says what to do itself
         more = f" and {len(serving) - 3} more" if len(serving) > 3 else ""
         raise InputError(f"{', '.join(serving[:3])}{more} in service, and the Kubernetes check before their drain failed: {e}; "
                          "give --no-drain --allow-in-service to act on them without draining") from e  # fmt: skip
+    return dict(plan.wave_of) if plan is not None else {}
 
 
 def _say(line: str) -> None:

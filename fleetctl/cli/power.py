@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from fleetctl.cli.common import DryRunOpt, OutputOpt, seconds
-from fleetctl.cli.maintain import DrainTimeoutOpt, EmptyDirOpt, ForceDrainOpt, GraceOpt, NoDrainOpt
+from fleetctl.cli.maintain import DrainTimeoutOpt, EmptyDirOpt, ForceDrainOpt, GraceOpt, MaxUnavailableOpt, NoDrainOpt
 from fleetctl.cli.output import Format
 
 app = typer.Typer(no_args_is_help=True)
@@ -29,6 +29,7 @@ class DrainArgs:
     force: bool = False
     grace_s: int | None = None
     no_drain: bool = False
+    max_unavailable: str = "1"
 
     def options(self) -> Any:
         from fleetctl.cli.maintain import drain_options
@@ -142,63 +143,55 @@ def on(
 def _disruptive(targets: list[str], *, verb: str, kind: str, allow_in_service: bool, dry_run: bool, output: Format,
                 op: Callable[[Any], Awaitable[Any]], describe: Callable[[Any], dict[str, Any]], drain: DrainArgs,
                 args: dict[str, Any] | None = None, keep_cordoned: str | None = None) -> None:  # fmt: skip
-    """Off, cycle, restart: drain the live nodes, refuse the other servers in service, honour --dry-run, run, leave, summarise.
+    """Off, cycle, restart: drain the live nodes in waves, refuse the other servers in service, honour --dry-run, run, leave.
 
     A server in service that is a live node of a declared cluster is cordoned and drained first (its pods go through the
     Eviction API, budgets honoured), so being in service does not refuse it: the drain is what makes the action safe. A
     server in service that is no node is refused without --allow-in-service, as before; a server in any other state runs
-    no users' pods, and its cluster is not asked. Everything is checked before the first
-    device or node is touched (docs/kubernetes.md). ``keep_cordoned``: the action leaves the server down (off): its node
-    stays cordoned, held with this reason, until `fleetctl k8s uncordon`.
+    no users' pods, and its cluster is not asked. The live nodes go in waves under --max-unavailable per rack: a wave's
+    nodes are drained, acted on and left before the next wave's are touched; the servers that are no live node go with
+    the first. Everything is checked before the first device or node is touched (docs/kubernetes.md). ``keep_cordoned``:
+    the action leaves the server down (off): its node stays cordoned, held with this reason, until `fleetctl k8s uncordon`.
     """
-    from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve
+    from fleetctl.cli.bmcrun import execute, refuse_in_service, resolve, run_with_progress, summarise
     from fleetctl.cli.maintain import Maintained, check_all
 
     servers = resolve(targets, output)
     options = drain.options()
-    live = {} if drain.no_drain else check_all(servers, options)
-    refuse_in_service([s for s in servers if s.name not in live], allow_in_service)
+    waves = {} if drain.no_drain else check_all(servers, options, max_unavailable=drain.max_unavailable)
+    refuse_in_service([s for s in servers if s.name not in waves], allow_in_service)
     if dry_run:
         for s in servers:
-            if s.name in live:
-                typer.echo(f"would cordon and drain node {live[s.name].node} of {s.name} first")
+            if s.name in waves:
+                typer.echo(f"would cordon and drain the node of {s.name} first (wave {waves[s.name] + 1})")
         return _dry(servers, verb)
-    held: Maintained | None = None
-    go = servers
-    if live:
-        held = Maintained.begin(live, kind="k8s.maintenance", target=" ".join(targets), options=options, action=kind)
-        try:
-            held.enter_all(live, why=kind, options=options, quiet=output != Format.table)
-        except BaseException:
-            held.interrupted()
-            raise
-        go = [s for s in servers if s.name not in held.failed]
-
-    def after(outcomes: list[Any]) -> dict[str, dict[str, Any]]:
-        if held is None:
-            return {}
-        out = {}
-        for o in outcomes:
-            if o.server in held.entered:
-                ok = o.ok and keep_cordoned is None
-                why = (keep_cordoned or "") if o.ok else f"{kind} failed: {o.error}"
-                out[o.server] = {"node": held.leave(o.server, ok=ok, reason=why)}
-        held.finish()
-        return out
-
+    columns = ["server", "ok", "action", "error", "elapsed"]
+    if not waves:
+        execute(servers, op, kind=kind, targets=targets, args=args, output=output, describe=describe, columns=columns)
+        return
+    held = Maintained.begin(dict.fromkeys(waves), kind="k8s.maintenance", target=" ".join(targets), options=options, action=kind)
+    outcomes: list[Any] = []
+    nodes: dict[str, dict[str, Any]] = {}
     try:
-        if go:
-            columns = ["server", "ok", "action", *(["node"] if held else []), "error", "elapsed"]
-            execute(go, op, kind=kind, targets=targets, args=args, output=output, describe=describe, after=after, columns=columns)
-    except BaseException as e:
-        if held is not None and not held.ended and not isinstance(e, typer.Exit):
-            held.interrupted()
+        for wave in range(max(waves.values()) + 1):
+            held.enter_all({n: w for n, w in waves.items() if w == wave}, why=kind, options=options, quiet=output != Format.table)
+            batch = [s for s in servers if waves.get(s.name, 0) == wave and s.name not in held.failed]
+            if not batch:
+                continue
+            # One power job per wave (the BMC runner journals each call); the maintenance job holds the nodes throughout.
+            for o in run_with_progress(batch, op, kind=kind, targets=targets, args=args, output=output):
+                outcomes.append(o)
+                if o.server in held.entered:
+                    why = (keep_cordoned or "") if o.ok else f"{kind} failed: {o.error}"
+                    nodes[o.server] = {"node": held.leave(o.server, ok=o.ok and keep_cordoned is None, reason=why)}
+    except BaseException:
+        held.interrupted()  # the nodes entered and not left stay cordoned, held "interrupted"; a re-run resumes them
         raise
+    held.finish()
+    held.report_not_drained(output)
+    try:
+        summarise(outcomes, describe=describe, extra=nodes, output=output, columns=["server", "ok", "action", "node", "error", "elapsed"])
     finally:
-        if held is not None:
-            held.report_not_drained(output)
-    if held is not None:
-        held.finish()
         if held.failed or held.not_left:
             raise typer.Exit(1)
 
@@ -212,6 +205,7 @@ def off(
     delete_emptydir_data: EmptyDirOpt = False,
     force_drain: ForceDrainOpt = False,
     grace_period: GraceOpt = None,
+    max_unavailable: MaxUnavailableOpt = "1",
     no_drain: NoDrainOpt = False,
     dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
@@ -223,7 +217,7 @@ def off(
 
     _disruptive(targets, verb="force off" if force else "shut down", kind="power.off", allow_in_service=allow_in_service,
                 dry_run=dry_run, output=output, op=op, args={"force": force},
-                drain=DrainArgs(drain_timeout, delete_emptydir_data, force_drain, grace_period, no_drain),
+                drain=DrainArgs(drain_timeout, delete_emptydir_data, force_drain, grace_period, no_drain, max_unavailable),
                 keep_cordoned="powered off: uncordon with `fleetctl k8s uncordon` once it is back",
                 describe=lambda sent: {"action": "powering off" if sent else "already off"})  # fmt: skip
 
@@ -236,6 +230,7 @@ def cycle(
     delete_emptydir_data: EmptyDirOpt = False,
     force_drain: ForceDrainOpt = False,
     grace_period: GraceOpt = None,
+    max_unavailable: MaxUnavailableOpt = "1",
     no_drain: NoDrainOpt = False,
     dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
@@ -248,7 +243,7 @@ def cycle(
 
     _disruptive(targets, verb="power-cycle", kind="power.cycle", allow_in_service=allow_in_service, dry_run=dry_run,
                 output=output, op=op,
-                drain=DrainArgs(drain_timeout, delete_emptydir_data, force_drain, grace_period, no_drain),
+                drain=DrainArgs(drain_timeout, delete_emptydir_data, force_drain, grace_period, no_drain, max_unavailable),
                 describe=lambda v: {"action": v})  # fmt: skip
 
 
@@ -261,6 +256,7 @@ def restart(
     delete_emptydir_data: EmptyDirOpt = False,
     force_drain: ForceDrainOpt = False,
     grace_period: GraceOpt = None,
+    max_unavailable: MaxUnavailableOpt = "1",
     no_drain: NoDrainOpt = False,
     dry_run: DryRunOpt = False,
     output: OutputOpt = Format.table,
@@ -273,5 +269,5 @@ def restart(
 
     _disruptive(targets, verb="restart", kind="power.restart", allow_in_service=allow_in_service, dry_run=dry_run,
                 output=output, op=op,
-                drain=DrainArgs(drain_timeout, delete_emptydir_data, force_drain, grace_period, no_drain),
+                drain=DrainArgs(drain_timeout, delete_emptydir_data, force_drain, grace_period, no_drain, max_unavailable),
                 describe=lambda v: {"action": v})  # fmt: skip

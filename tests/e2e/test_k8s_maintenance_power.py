@@ -19,7 +19,7 @@ import pytest
 from fleetctl_lab.k8s.objects import NodeSeed
 from fleetctl_lab.k8s.server import K8sLabConfig, K8sLabHandle, serve_k8s
 from fleetctl_lab.k8s.store import StoreConfig
-from tests_helpers_bmc import counters, lab_doc, lab_up  # (path set in conftest)
+from tests_helpers_bmc import counters, lab_doc, lab_up, selected_engine  # (path set in conftest)
 
 pytestmark = [pytest.mark.slow]
 
@@ -128,6 +128,32 @@ def test_power_cycle_of_an_in_service_live_node_drains_cycles_uncordons(cli: Any
     maint = [j for j in rows if j["kind"] == "k8s.maintenance"]
     assert len(maint) == 1 and maint[0]["state"] == "succeeded"
     assert json.loads(cli("k8s", "status", "pw-01", "-o", "json").out)[0]["maintenance"] is None
+
+
+def test_power_cycle_of_a_rack_goes_in_waves(cli: Any, lab: dict[str, Any], k8s: K8sLabHandle) -> None:
+    """--max-unavailable 1 (the default) of a rack of two live nodes: the second is cordoned only once the first is back."""
+    r = cli("power", "cycle", *NODES, *DRAIN, "-o", "json")
+    assert r.code == 0, r.err
+    assert all(row["ok"] and row["node"] == "uncordoned" for row in json.loads(r.out))
+    assert [counters(lab, n)["power_cycle"] for n in NODES] == [1, 1]
+    first, second = sorted(_rows(), key=lambda m: m["started_at"])
+    assert first["released_at"] <= second["started_at"]  # never both out at once
+    assert not any(node(k8s, n)["spec"].get("unschedulable") for n in NODES)
+    # A rack at its bound is refused before anything is touched: a node out already leaves no room under a bound of 1.
+    assert cli("k8s", "cordon", "pw-02").code == 0
+    r = cli("power", "cycle", "pw-01", *DRAIN)
+    assert r.code == 2 and "--max-unavailable" in r.err and len(r.err.strip().splitlines()) == 1
+    assert counters(lab, "pw-01")["power_cycle"] == 1 and not node(k8s, "pw-01")["spec"].get("unschedulable")
+
+
+def _rows() -> list[dict[str, Any]]:
+    from sqlalchemy import text
+
+    engine = selected_engine()
+    with engine.connect() as c:
+        rows = [dict(r._mapping) for r in c.execute(text("SELECT * FROM k8s_maintenance ORDER BY id"))]
+    engine.dispose()
+    return rows
 
 
 def test_power_off_keeps_the_node_cordoned_and_kubectl_sees_it(cli: Any, lab: dict[str, Any], k8s: K8sLabHandle,
