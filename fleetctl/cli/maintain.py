@@ -34,9 +34,22 @@ ForceDrainOpt = Annotated[bool, typer.Option("--force-drain", help="Also evict p
 GraceOpt = Annotated[
     int | None, typer.Option("--grace-period", help="Seconds each evicted pod gets to stop (default: its own).", parser=whole(0, 86400))
 ]
+def _max_unavailable(value: str | None) -> str | None:
+    """A typer callback: ``N`` or ``P%`` (fleetctl.k8s.waves' rule), refused where it enters, whatever the servers."""
+    if value is not None:
+        from fleetctl.errors import InputError
+        from fleetctl.k8s.waves import parse_max_unavailable
+
+        try:
+            parse_max_unavailable(value)
+        except InputError as e:
+            raise typer.BadParameter(str(e).removeprefix("--max-unavailable: ")) from None
+    return value
+
+
 MaxUnavailableOpt = Annotated[
     str, typer.Option("--max-unavailable", help="Nodes of a rack drained at once: a count, or a percentage of the rack's nodes "
-                      "(counting those out already).")  # fmt: skip
+                      "(counting those out already).", callback=_max_unavailable)  # fmt: skip
 ]
 NoDrainOpt = Annotated[
     bool, typer.Option("--no-drain", help="Do not talk to the Kubernetes cluster at all (an emergency, a cluster down): servers in "
