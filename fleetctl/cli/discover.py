@@ -115,6 +115,9 @@ def command(
     if not (ranges or leases or ssdp or expect):
         raise InputError("nothing to discover: give --range CIDR, --leases FILE, --ssdp or --expect SHEET")
     networks = [probe.parse_range(r, yes=yes) for r in ranges or []]
+    if sum(n.num_addresses for n in networks) > probe.MAX_ADDRESSES:
+        raise InputError(f"the ranges hold {sum(n.num_addresses for n in networks):,} addresses; one pass probes at most "
+                         f"{probe.MAX_ADDRESSES:,}: split them", field="--range")  # fmt: skip
     probe.check_not_own(networks, yes=yes)
     held: list[tuple[str, Any]] = []
     for path in leases or []:

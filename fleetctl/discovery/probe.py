@@ -44,6 +44,8 @@ MAX_HEADERS = 32 * 1024
 MAX_FAILURES_LISTED = 1024
 #: The widest range probed without ``--yes``: a /16 (65,536 addresses).
 MAX_PREFIX_WITHOUT_YES = 16
+#: The most addresses one pass probes, even with ``--yes`` (an IPv4 /12; an IPv6 /64 would never end).
+MAX_ADDRESSES = 1 << 20
 
 #: Vendors that name themselves only by their Oem section's key (Redfish before 1.5 had no ServiceRoot.Vendor),
 #: as data: the key -> the vendor as operators write it. NOTE: HPE iLO 4/5 (RedfishVersion 1.0-1.6) carry "Vendor"
@@ -152,6 +154,9 @@ def parse_range(text: str, *, yes: bool = False, what: str = "--range") -> ipadd
     except ValueError as e:
         raise InputError(f"{text!r} is not a CIDR range (like 10.0.0.0/24): {e}", field=what) from None
     limit = MAX_PREFIX_WITHOUT_YES if net.version == 4 else 112
+    if net.num_addresses > MAX_ADDRESSES:
+        raise InputError(f"{text} holds {net.num_addresses:,} addresses; one pass probes at most {MAX_ADDRESSES:,}: "
+                         "split it", field=what)  # fmt: skip
     if net.prefixlen < limit and not yes:
         raise InputError(f"{text} holds {net.num_addresses:,} addresses, more than a /{limit}; give --yes to probe it", field=what)
     return net

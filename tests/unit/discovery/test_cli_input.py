@@ -27,7 +27,9 @@ def bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
     bad_line.write_text("address,hwaddr,client_id,valid_lifetime\n127.95.0.1,aa:bb:cc:dd:ee:ff,,60\n127.95.0.999,,,60\n")
     return [
         (["--range", "127.95.0.0/33"], "--range: '127.95.0.0/33' is not a CIDR range"),
-        (["--range", "127.0.0.0/8"], "more than a /16; give --yes"),
+        (["--range", "127.0.0.0/15"], "more than a /16; give --yes"),
+        (["--range", "127.0.0.0/8", "--yes"], "one pass probes at most 1,048,576: split it"),
+        (["--range", "127.0.0.0/12", "--range", "127.16.0.0/12", "--yes"], "the ranges hold 2,097,152 addresses"),
         (["--leases", str(other)], f"{other}: not a lease file"),
         (["--leases", str(DATA / "metal-bmc-kea-leases4.csv"), "--leases-format", "dhcpd"], "is a kea lease file, not dhcpd"),
         (["--leases", str(bad_line)], f"{bad_line}:3: address: '127.95.0.999' is not an IP address"),

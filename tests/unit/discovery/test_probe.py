@@ -148,6 +148,10 @@ def test_more_than_a_slash_16_needs_yes() -> None:
     with pytest.raises(InputError, match="more than a /16; give --yes"):
         probe.parse_range("127.0.0.0/15")
     assert probe.parse_range("127.0.0.0/15", yes=True).prefixlen == 15
+    # Even with --yes, one pass has an end: an IPv6 /64 (or an IPv4 /8) is refused, not listed.
+    for big in ("2001:db8::/64", "10.0.0.0/8"):
+        with pytest.raises(InputError, match="one pass probes at most 1,048,576: split it"):
+            probe.parse_range(big, yes=True)
 
 
 def test_a_range_holding_an_own_address_needs_yes() -> None:
