@@ -483,10 +483,19 @@ def _unit_in_worker(module: str, name: str, owner: str, attempt: int, run: Any, 
         stopped = True
         task.cancel()
 
+    def quiet_once_stopped(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        # A stopped unit's reads, cancelled mid-flight, may end on the connections their unit closed as it stopped ("Task
+        # exception was never retrieved"): not news once the unit was told to stop (in process the command's exit drops
+        # them unsaid); anything before that is said as asyncio says it.
+        if not stopped:
+            loop.default_exception_handler(context)
+
     async def main() -> Any:
         task = asyncio.current_task()
         assert task is not None
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop, task)  # (removed with the loop: SIGTERM kills again)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stop, task)  # (removed with the loop: SIGTERM kills again)
+        loop.set_exception_handler(quiet_once_stopped)
         typed_run, typed_data = typed(desc.run_type, run), typed(desc.unit_type, data)
         async with desc.session(ctx, typed_run, [typed_data]) as shared:
             ctx.shared = shared

@@ -126,7 +126,7 @@ def lab(example_loaded: str, cli: Any, tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("FLEETCTL_LAB_DIR", str(tmp_path / "lab"))
     r = lab_up(cli, monkeypatch, *lab_db_args, "--no-hosts")
     assert r.code == 0, r.err
-    servers = [s["name"] for s in json.loads(cli("server", "list", RACK, "-o", "json").out)]
+    servers = [s["name"] for s in json.loads(cli("server", "list", "--rack", RACK, "-o", "json").out)]
     assert len(servers) > 10, servers
     # Fast ones are recorded early (the recorder writes after 2 s), the slow ones keep both workers busy after that.
     assert cli("lab", "fault", *servers[0::2], "--set", "latency_ms=100").code == 0
@@ -218,7 +218,7 @@ def test_a_worker_killed_mid_sweep_has_its_shard_read_again_and_the_run_finishes
     assert "Traceback" not in err, err
     assert _run_of(proc.pid) == (run_id, "finished")
     rows = _recorded(run_id)
-    switches = [s["name"] for s in json.loads(run_cli("switch", "list", RACK, "-o", "json").out)]
+    switches = [s["name"] for s in json.loads(run_cli("switch", "list", "--rack", RACK, "-o", "json").out)]
     # one verdict per target: the lost attempts' rows were replaced, none is missing or twice
     assert sorted(rows) == sorted([("server", n) for n in lab] + [("switch", n) for n in switches])
     from sqlalchemy import text
