@@ -84,25 +84,42 @@ CATEGORIES = (
 )
 
 
+#: Built-in (C) functions, by name: the first pattern the function's name holds.
+BUILTINS = (
+    ("waiting in select/epoll", "poll"),
+    ("waiting in select/epoll", "select"),
+    ("TLS (ssl)", "SSL"),
+    ("TLS (ssl)", "ssl"),
+    ("socket system calls", "socket"),
+    ("JSON (orjson)", "orjson"),
+    ("JSON (orjson)", "loads"),
+    ("yarl, multidict (URLs, headers)", "multidict"),
+    ("yarl, multidict (URLs, headers)", "URL"),
+)
+
+
 def by_category(session: Any) -> list[tuple[str, float]]:
     """Self time of a pyinstrument session, summed by where it is spent (:data:`CATEGORIES`), largest first."""
     totals: Counter[str] = Counter()
 
-    def walk(frame: Any) -> None:
-        path = frame.file_path or ""
-        fn = frame.function or ""
-        own = frame.total_self_time
-        if fn == "[self]" or not frame.children:
-            name = next((label for label, pat in CATEGORIES if pat in path), "")
+    def walk(frame: Any, parent_path: str, parent_fn: str) -> None:
+        # A synthetic "[self]" frame (time in the parent's own code) has no file: it is its parent's.
+        path = frame.file_path or parent_path
+        fn = frame.function if frame.file_path else parent_fn
+        if not frame.children:
+            name = ""
+            if "built-in" in path:  # C code: named by what it is (the SSL object's read, a socket's send ...)
+                name = next((label for label, pat in BUILTINS if pat in fn), "")
+            name = name or next((label for label, pat in CATEGORIES if pat in path), "")
             if not name:
                 name = "waiting in select/epoll" if "select" in fn or "poll" in fn else f"other ({Path(path).name or fn})"
-            totals[name] += own
+            totals[name] += frame.time
         for child in frame.children:
-            walk(child)
+            walk(child, path, fn)
 
     root = session.root_frame()
     if root is not None:
-        walk(root)
+        walk(root, "", "")
     return totals.most_common()
 
 
