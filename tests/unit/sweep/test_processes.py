@@ -9,6 +9,7 @@ The sweep's own shards against the lab are tests/e2e/test_sweep_processes.py's.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -134,3 +135,44 @@ def test_bad_processes_is_one_line_and_exit_2(cli: Any, value: str) -> None:
     assert r.code == 2, (r.code, r.out, r.err)
     lines = [ln for ln in r.err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "--processes" in lines[0], r.err
+
+
+def test_a_shard_reads_its_own_targets_expectations_and_cursors_not_the_fleets(example_loaded: str, cli: Any) -> None:
+    """A worker's shard of a 10,000-server fleet must not hold the fleet: its queries name its servers (item 4)."""
+    import json
+    import re
+
+    from sqlalchemy import event, insert
+
+    from fleetctl.store import get_engine
+    from fleetctl.store import tables as T
+    from fleetctl.sweep.collect import server_expectations
+    from fleetctl.sweep.history import baseline_cursors
+
+    servers = [s["name"] for s in json.loads(cli("server", "list", "-o", "json").out)]
+    mine, others = servers[:2], servers[2:]
+    assert len(others) > 10
+    engine = get_engine()
+    with engine.begin() as c:
+        now = dt.datetime.now(dt.UTC)
+        rows = [{"kind": "server", "target": n, "value": {"log_cursor": "1"}, "updated_at": now} for n in servers]
+        c.execute(insert(T.sweep_cursor), rows)
+    seen: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        seen.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with engine.connect() as c:
+            got = server_expectations(c, mine, {}, max_skew_s=30)
+            cursors = baseline_cursors(c, {"server": mine, "switch": []})
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert sorted(got) == sorted(mine) and all(e.boards for e in got.values() if e.board_count)
+    assert sorted(t for _, t in cursors) == sorted(mine) or cursors == {}  # (a cursor counts once its run finished)
+    tables = re.compile(r"\bFROM (server|accelerator_board|sweep_cursor)\b")
+    reads = [(s, p) for s, p in seen if tables.search(s)]
+    assert len(reads) >= 3 and all(" IN (" in s for s, _ in reads), [s for s, _ in reads if " IN (" not in s]
+    named = {v for _, p in reads for v in (p.values() if isinstance(p, dict) else p or ()) if isinstance(v, str)}
+    assert not named & set(others), named & set(others)
