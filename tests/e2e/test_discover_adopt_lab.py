@@ -5,7 +5,7 @@ The lab's fleet plans two of the unregistered BMCs (a leased one and one on a
 fixed address) as a delivery's servers: declared at a unit, cabled, without a
 BMC address or MAC. The third sits on a port the plan cables to nothing.
 Discovery must adopt the two at their planned units (the fixed one placed by
-the MAC it reads by logging in, there being no lease), leave the served
+the MAC its Manager reports, read by logging in, there being no lease), leave the served
 servers unchanged, and say the third is a problem; the fragment must import,
 after which the two are unchanged too.
 """
@@ -73,11 +73,10 @@ def test_adopt_the_unregistered_write_import_and_again(lab: Any) -> None:
         assert (p["kind"], p["server"], p["site"], p["rack"], p["position"]) == ("adopt", name, "tyo1", b["rack"], b["position"]), p
         assert p["matched_by"] == "serial"  # read by logging in: the planned server's serial
         assert p["sources"]["mac"].startswith("lease" if b["kind"] == "lease" else "inspect")
-        if b["kind"] == "lease":
-            # NOTE(lab): a lab BMC's Manager EthernetInterface reports 02:1b:<its index>, not the MAC its switch port
-            # learns, so only the leased one's MAC (the lease's) is the cabled one and places it.
-            assert p["changes"]["nics.bmc.mac"]["to"] == b["mac"]
-            assert p["sources"]["position"] == f"switch {b['switch']}:{b['port']}"
+        # Both placed at their planned unit by the MAC their switch port learns: the leased one by the lease's, the
+        # fixed one (no lease) by the MAC its Manager's EthernetInterface reports, read by logging in.
+        assert p["changes"]["nics.bmc.mac"]["to"] == b["mac"], p
+        assert p["sources"]["position"] == f"switch {b['switch']}:{b['port']}", p
     served = [p for p in doc["proposals"] if p["server"] and p["server"].startswith("mn-tyo1-r12-0")]
     assert sorted((p["server"], p["kind"]) for p in served) == [(f"mn-tyo1-r12-0{i}", "unchanged") for i in (1, 2, 3)]
     assert code == 1  # the unplanned BMC is a problem for a person
@@ -90,8 +89,7 @@ def test_adopt_the_unregistered_write_import_and_again(lab: Any) -> None:
     for name, b in note.items():
         if b["kind"] != "unplanned":
             assert servers[name]["bmc"].startswith(f"https://{b['address']}:")
-            if b["kind"] == "lease":
-                assert {"name": "bmc", "mac": b["mac"]} in servers[name]["nics"]
+            assert {"name": "bmc", "mac": b["mac"]} in servers[name]["nics"]
     _, again, _ = discover(env, lab_dir)
     assert {p["server"]: p["kind"] for p in again["proposals"] if p["server"] in note} == {
         n: "unchanged" for n, b in note.items() if b["kind"] != "unplanned"}

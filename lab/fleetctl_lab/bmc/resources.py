@@ -119,6 +119,10 @@ def _root_oem(bmc: SimBMC) -> dict[str, Any]:
 
 
 def _bmc_mac(bmc: SimBMC) -> str:
+    """The MAC the Manager reports: its ``bmc`` NIC's (the one its switch port learns), else a made-up one by index."""
+    if bmc.spec.bmc_mac:
+        return bmc.spec.bmc_mac
+    # No `bmc` NIC with a MAC in the spec (generated labs: cabled to no switch): a stable made-up MAC of its own.
     n = bmc.index
     return f"02:1b:{(n >> 24) & 255:02x}:{(n >> 16) & 255:02x}:{(n >> 8) & 255:02x}:{n & 255:02x}"
 

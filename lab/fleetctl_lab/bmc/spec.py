@@ -16,6 +16,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+#: The site file's name of a server's BMC port (fleetctl.discovery.plan's BMC_NIC): the NIC the cabling plan
+#: cables to a management switch, whose MAC that switch learns and the BMC's Manager reports as its own.
+BMC_NIC = "bmc"
+
 Flavour = Literal["generic", "hpe", "openbmc", "ami", "dell", "ilo6", "idrac9", "nvidia"]
 BoardKind = Literal["mncore2", "gpu", "amd-instinct"]
 
@@ -126,6 +130,16 @@ class LabServerSpec(BaseModel):
         if not v or "/" in v or len(v) > 128:
             raise ValueError(f"bad server name: {v!r}")
         return v
+
+    @property
+    def bmc_mac(self) -> str | None:
+        """The BMC's own MAC: its ``bmc`` NIC's, the one the lab's switches learn on its port (None: it has none).
+
+        One source of truth: the lab's switch tables take the same NIC's MAC from the cabling plan (an
+        unregistered BMC's from ``fleetctl_lab.unregistered``), so what a login reads from the Manager's
+        EthernetInterface places the BMC as a real one would be placed.
+        """
+        return next((n.mac for n in self.nics if n.name == BMC_NIC), None)
 
     @model_validator(mode="after")
     def _defaults(self) -> LabServerSpec:
