@@ -8,13 +8,20 @@ topped up to ``--switches``: EOS and SONiC, served over SSH and SNMP by the
 lab's snmpsim), ``--latency-ms`` is injected on every BMC through
 ``POST /lab/v1/faults``, and then, one after the other against that lab:
 
-1. ``fleetctl sweep all -o json`` (the real CLI, a process of its own, the
-   lab's database selected with FLEETCTL_DB): every BMC over Redfish and every
-   switch over SNMP, checks, and the journal in the store. Wall time, the
-   process's CPU (user+sys, os.wait4) per target, its peak RSS (ru_maxrss),
-   and the lab's CPU over the same window (the daemon and its snmpsim child,
-   /proc/<pid>/stat), which no client can beat on this machine.
-2. ``fleetctl sweep tag=mncore2`` (the servers only: the BMC part), in a
+1. ``fleetctl sweep all --processes P -o json`` for each P of ``--processes``
+   (1,2 by default; one sweep after the other, so the first is the lab's first
+   sweep and the next ones the daily steady state): the real CLI, a process of
+   its own with P-1 worker processes beside it when P > 1, the lab's database
+   selected with FLEETCTL_DB; every BMC over Redfish and every switch over
+   SNMP, checks, and the journal in the store. Wall time, the CPU (user+sys,
+   os.wait4: the command and the workers it reaped) per target, the peak RSS
+   of each process (VmHWM of the command and of each worker, sampled from
+   /proc while it runs; ru_maxrss: the largest), and the lab's CPU over the
+   same window (the daemon and its snmpsim child, /proc/<pid>/stat), which no
+   client can beat on this machine. From the CPU per target: what 8 and 32
+   cores would take (fleetctl's CPU alone, the lab elsewhere), and the
+   machine's limit here (the client's and the lab's CPU over its cores).
+2. ``fleetctl sweep tag=mncore2 --processes 1`` (the servers only: the BMC part), in a
    process that runs the same CLI entry point with a thin wrapper around
    ``RedfishClient._send`` recording the (method, path) of every request (one
    list append per request; bench/bmc.py's ``install_recorder``). This is the
@@ -42,7 +49,7 @@ asserts nothing. The load average is printed at each step: other jobs on the
 machine change every figure.
 
     .venv/bin/python bench/sweep.py [--bmcs 1000,10000] [--switches 500] [--latency-ms 50]
-        [--ansible-bmcs 200] [--skip-ansible] [--quick] [--concurrency 1000]
+        [--ansible-bmcs 200] [--skip-ansible] [--quick] [--concurrency 1000] [--processes 1,2]
 """
 
 from __future__ import annotations
@@ -68,7 +75,9 @@ ANSIBLE_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 SPEEDUP_TARGET = 100.0  # per BMC, vs Ansible's redfish_info
 FLOOR_TARGET = 1.3  # fleetctl wall / bare client wall
 BIG_WALL_TARGET = 60.0  # 10,000 BMCs + 500 switches
-RSS_TARGET_MB = 500.0  # at 10,000
+RSS_TARGET_MB = 300.0  # at 10,000 + 500, per process (issue #24)
+WALL_LIMIT_TARGET = 1.2  # 10,000 + 500 with 2 processes: wall / (all CPU spent by lab and fleetctl, over the cores)
+CORES_PROJECTED = (8, 32)
 LIST_TARGET_S = 1.0
 
 
@@ -113,18 +122,53 @@ def tree_cpu(pid: int) -> tuple[float, float]:
     return B.proc_cpu(pid), sum(B.proc_cpu(k) for k in descendants(pid))
 
 
+def _hwm_mb(pid: int) -> tuple[float, str] | None:
+    """(VmHWM in MB, what the process is) of a live process; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            hwm = next((int(ln.split()[1]) / 1024 for ln in f if ln.startswith("VmHWM:")), None)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    if hwm is None:
+        return None
+    kind = "worker" if "spawn_main" in cmd else "tracker" if "resource_tracker" in cmd else "command"
+    return hwm, kind
+
+
 def measured(cmd: list[str], env: dict[str, str], stdout: Any = subprocess.DEVNULL) -> dict[str, Any]:
-    """Run a child; its wall time, CPU (user+sys) and peak RSS from os.wait4."""
+    """Run a child; its wall time, CPU (user+sys) and peak RSS from os.wait4, and each of its processes' peak RSS
+    (VmHWM, sampled every 0.2 s: a process's peak since it started, so a late sample loses at most its last 0.2 s)."""
+    import threading
+
+    peaks: dict[int, tuple[float, str]] = {}
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=err, cwd=REPO)
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.2):
+                for pid in [proc.pid, *descendants(proc.pid)]:
+                    got = _hwm_mb(pid)
+                    if got is not None:
+                        peaks[pid] = max(peaks.get(pid, got), got)
+
+        watcher = threading.Thread(target=sample, daemon=True)
+        watcher.start()
         _, status, ru = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        done.set()
+        watcher.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         text = err.read().decode(errors="replace")
+    workers = [mb for mb, kind in peaks.values() if kind == "worker"]
+    command = max((mb for mb, kind in peaks.values() if kind == "command"), default=float("nan"))
     return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "user": ru.ru_utime, "sys": ru.ru_stime,
-            "rss_mb": ru.ru_maxrss / 1024, "rc": proc.returncode, "stderr": text}  # fmt: skip
+            "rss_mb": ru.ru_maxrss / 1024, "rss_command_mb": command, "rss_workers_mb": sorted(workers, reverse=True),
+            "rc": proc.returncode, "stderr": text}  # fmt: skip
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -406,8 +450,10 @@ def describe(label: str, m: dict[str, Any], targets: int) -> None:
         say(f"  {label}: NOT READ: {nb} BMCs, {ns} switches ({'; '.join(why[:2])})")
     say(f"  {label}: wall {m['wall']:.1f} s (the sweep's own duration_s {j.get('duration_s', '?')}), exit {m['rc']}, "
         f"by status {j.get('targets_by_status')}")  # fmt: skip
+    workers = m.get("rss_workers_mb") or []
+    per = f" (the command {m['rss_command_mb']:.0f} MB, workers {', '.join(f'{w:.0f}' for w in workers)} MB)" if workers else ""
     say(f"    client CPU {m['cpu']:.1f} s (user {m['user']:.1f}, sys {m['sys']:.1f}) = {m['cpu'] / targets * 1000:.2f} ms per target; "
-        f"peak RSS {m['rss_mb']:.0f} MB")  # fmt: skip
+        f"peak RSS {m['rss_mb']:.0f} MB{per}")  # fmt: skip
     say(f"    lab CPU over the same window: daemon {m['lab_cpu']:.1f} s, snmpsim {m['snmp_cpu']:.1f} s; "
         f"load {m['load_before']} -> {m['load_after']}")  # fmt: skip
 
@@ -495,14 +541,22 @@ def scale(args: argparse.Namespace, n: int, tmp: Path, rows: list[tuple[str, str
             say(f"  snmpsim warm-up (it indexes each switch's data file on first use; untimed): {wj.get('answered')}/{nsw} switches "
                 f"answered in {wj.get('seconds', float('nan')):.0f} s, snmpsim CPU {tree_cpu(lab['pid'])[1] - s0:.1f} s"
                 + (f"; FAILED: {w.stderr[-500:]}" if w.returncode else ""))  # fmt: skip
-        # 1. the real CLI over everything
-        m = sweep_phase(lab, tmp, f"all-{n}", [*FLEETCTL, "sweep", "all", "--concurrency", str(args.concurrency), "-o", "json"])
-        describe(f"[1] fleetctl sweep all ({targets:,} targets)", m, targets)
-        res["all"] = m
+        # 1. the real CLI over everything, in P processes for each P asked (one sweep after the other)
+        res["all_p"] = {}
+        for k, procs in enumerate(args.processes):
+            m = sweep_phase(lab, tmp, f"all-p{procs}-{n}", [*FLEETCTL, "sweep", "all", "--concurrency", str(args.concurrency),
+                                                              "--processes", str(procs), "--no-publish", "-o", "json"])  # fmt: skip
+            describe(f"[1{'abcdefgh'[k]}] fleetctl sweep all --processes {procs} ({targets:,} targets; "
+                     f"{'first sweep' if k == 0 else 'a later sweep'})", m, targets)  # fmt: skip
+            res["all_p"][procs] = m
+            res.setdefault("all", m)
+        if args.skip_floor:
+            return res
         # 2. the BMCs only, recorded
         plans_file = tmp / f"plans-{n}.json"
+        # (--processes 1: the requests are recorded in this process)
         m2 = sweep_phase(lab, tmp, f"bmc-{n}", helper("client", plans_file, "sweep", "tag=mncore2", "--concurrency", args.concurrency,
-                                                      "-o", "json"))  # fmt: skip
+                                                      "--processes", 1, "--no-publish", "-o", "json"))  # fmt: skip
         describe(f"[2] fleetctl sweep tag=mncore2 ({res['n']:,} BMCs, second sweep, requests recorded)", m2, res["n"])
         plans = json.loads(plans_file.read_text()) if plans_file.exists() else {}
         per = sorted(len(v) for v in plans.values())
@@ -520,7 +574,8 @@ def scale(args: argparse.Namespace, n: int, tmp: Path, rows: list[tuple[str, str
             # the same BMC-only sweep with fewer BMCs at once: the same throughput needs far fewer
             # (68 requests at 2 in flight and 50 ms take ~1.7 s a BMC), with fewer TLS connections
             m3 = sweep_phase(lab, tmp, f"bmc-c{args.alt_concurrency}-{n}", [*FLEETCTL, "sweep", "tag=mncore2", "--concurrency",
-                                                                            str(args.alt_concurrency), "-o", "json"])  # fmt: skip
+                                                                            str(args.alt_concurrency), "--processes", "1", "--no-publish",
+                                                                            "-o", "json"])  # fmt: skip
             describe(f"[2b] fleetctl sweep tag=mncore2 --concurrency {args.alt_concurrency} (third sweep)", m3, res["n"])
             res["alt"] = m3
         res["requests"] = nreq
@@ -642,6 +697,8 @@ def main() -> int:
     p.add_argument("--skip-ansible", action="store_true")
     p.add_argument("--skip-listing", action="store_true")
     p.add_argument("--concurrency", type=int, default=250, help="BMCs at once (fleetctl's default, and the bare client's)")
+    p.add_argument("--processes", default="1,2", help="comma-separated: phase 1 once per value, `sweep all --processes P`")
+    p.add_argument("--skip-floor", action="store_true", help="phase 1 only (no recorded sweep, bare client nor Ansible)")
     p.add_argument("--bmc-vendor", default="", help="the servers' vendor, which picks the lab BMC's dialect: '' (sitegen's "
                    "Preferred Networks: OpenBMC, no $expand) or Supermicro (AMI, with $expand)")
     p.add_argument("--alt-concurrency", type=int, default=0, help="first size: also a BMC-only sweep at this concurrency (0: skip)")
@@ -654,6 +711,7 @@ def main() -> int:
     if args.quick:
         args.bmcs, args.switches, args.ansible_bmcs, args.list_servers, args.list_runs = "200", 20, 50, 1000, 10
     sizes = [int(x) for x in str(args.bmcs).split(",") if x.strip()]
+    args.processes = [int(x) for x in str(args.processes).split(",") if x.strip()]
     B.raise_nofile()
     import resource
 
@@ -688,21 +746,38 @@ def main() -> int:
     def row(name: str, val: str, target: str = "", verdict: str = "") -> None:
         rows.append((name, val, target, verdict))
 
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     for r in results.values():
-        a, b, bare = r.get("all"), r.get("bmc"), r.get("bare")
+        b, bare = r.get("bmc"), r.get("bare")
         tag = f"{r['n']:,}+{r['switches']}"
-        if a:
-            big = r["n"] >= 10000
-            row(f"[{tag}] sweep all: wall", f"{a['wall']:.1f} s", f"<= {BIG_WALL_TARGET:.0f} s" if big else "",
+        big = r["n"] >= 10000
+        targets = r["n"] + r["switches"]
+        for procs, a in (r.get("all_p") or {}).items():
+            at = f"[{tag}] sweep all, {procs} process{'es' if procs > 1 else ''}"
+            row(f"{at}: wall (load {a['load_before']})", f"{a['wall']:.1f} s", f"<= {BIG_WALL_TARGET:.0f} s" if big else "",
                 ("met" if a["wall"] <= BIG_WALL_TARGET else "MISSED") if big else "")  # fmt: skip
             nb, ns = unread(a)
-            row(f"[{tag}] sweep all: not read (BMCs, switches)", f"{nb}, {ns}", "0, 0", "met" if nb + ns == 0 else "MISSED")
-            row(f"[{tag}] sweep all: client CPU per target", f"{a['cpu'] / (r['n'] + r['switches']) * 1000:.2f} ms")
-            row(f"[{tag}] sweep all: peak RSS", f"{a['rss_mb']:.0f} MB", f"<= {RSS_TARGET_MB:.0f} MB" if big else "",
-                ("met" if a["rss_mb"] <= RSS_TARGET_MB else "MISSED") if big else "")  # fmt: skip
-            row(f"[{tag}] sweep all: lab CPU daemon / snmpsim", f"{a['lab_cpu']:.1f} / {a['snmp_cpu']:.1f} s")
-            row(f"[{tag}] sweep all: lab CPU / 2 cores (no client beats it)", f"{(a['lab_cpu'] + a['snmp_cpu']) / 2:.1f} s")
-            row(f"[{tag}] sweep all: client + lab CPU / 2 cores", f"{(a['cpu'] + a['lab_cpu'] + a['snmp_cpu']) / 2:.1f} s")
+            row(f"{at}: not read (BMCs, switches)", f"{nb}, {ns}", "0, 0", "met" if nb + ns == 0 else "MISSED")
+            per_target = a["cpu"] / targets
+            row(f"{at}: client CPU per target", f"{per_target * 1000:.2f} ms")
+            peak = max([a["rss_command_mb"], *a["rss_workers_mb"]]) if a["rss_workers_mb"] else a["rss_mb"]
+            shown = (f"{a['rss_command_mb']:.0f} + {'/'.join(f'{w:.0f}' for w in a['rss_workers_mb'])} MB" if a["rss_workers_mb"]
+                     else f"{a['rss_mb']:.0f} MB")  # fmt: skip
+            row(f"{at}: peak RSS per process (command + workers)", shown, f"<= {RSS_TARGET_MB:.0f} MB" if big else "",
+                ("met" if peak <= RSS_TARGET_MB else "MISSED") if big else "")  # fmt: skip
+            row(f"{at}: lab CPU daemon / snmpsim", f"{a['lab_cpu']:.1f} / {a['snmp_cpu']:.1f} s")
+            limit = (a["cpu"] + a["lab_cpu"] + a["snmp_cpu"]) / cores
+            row(f"{at}: the machine's limit (client + lab CPU / {cores} cores)", f"{limit:.1f} s")
+            row(f"{at}: wall / the machine's limit", f"{a['wall'] / limit:.2f}x", f"<= {WALL_LIMIT_TARGET:g}x" if big and procs > 1 else "",
+                ("met" if a["wall"] / limit <= WALL_LIMIT_TARGET else "MISSED") if big and procs > 1 else "")  # fmt: skip
+            # fleetctl's CPU alone over k cores (the lab elsewhere), from this run's CPU per target; a sweep is never faster
+            # than its BMCs answer: requests per BMC x latency / 2 in flight, --concurrency BMCs at once (the latency floor)
+            per_bmc = (r.get("requests") or 0) / max(r["n"], 1)
+            floor_s = 10000 * per_bmc * args.latency_ms / 1000 / 2 / args.concurrency
+            for k in CORES_PROJECTED:
+                floor = f"; latency floor at --concurrency {args.concurrency}: {floor_s:.0f} s" if per_bmc else ""
+                row(f"{at}: projected CPU-bound at {k} cores, this fleet / 10,000 + 500", f"{targets * per_target / k:.1f} / "
+                    f"{10500 * per_target / k:.1f} s{floor}")  # fmt: skip
         if b and bare and bare.get("wall"):
             ratio = b["wall"] / bare["wall"]
             row(f"[{r['n']:,}] BMCs only: fleetctl wall / bare", f"{b['wall']:.1f} / {bare['wall']:.1f} s")
