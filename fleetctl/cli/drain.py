@@ -1,34 +1,17 @@
-"""The options of every command that drains Kubernetes nodes before it disrupts their servers (docs/kubernetes.md).
+"""The drain options of the described workflows that disrupt servers (burnin, firmware update, provision --reprovision).
 
-One declaration each, so ``burnin``, ``firmware update``, ``provision --restart``
-and the power commands spell and check them alike (kubectl drain's names where
-it has one).
+The options themselves are declared once, in :mod:`fleetctl.cli.maintain` (the power and RMA commands use them too),
+so every command spells and checks them alike (kubectl drain's names where it has one).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+from fleetctl.cli.maintain import DrainTimeoutOpt, ForceDrainOpt, MaxUnavailableOpt
+from fleetctl.cli.maintain import EmptyDirOpt as DeleteEmptydirOpt
 
-from fleetctl.cli.common import seconds
-
-DAY_S = 86400.0
-
-MaxUnavailableOpt = Annotated[
-    str,
-    typer.Option("--max-unavailable", help="Nodes of one rack out at once: a count (2) or a percentage of its nodes (5%), counting "
-                 "those already cordoned or not Ready."),  # fmt: skip
-]
-DrainTimeoutOpt = Annotated[
-    float,
-    typer.Option("--drain-timeout", help="Seconds to drain one node (budgets waited on, pods gone) before it is held cordoned.",
-                 callback=seconds(0, DAY_S, above=True)),  # fmt: skip
-]
-DeleteEmptydirOpt = Annotated[
-    bool, typer.Option("--delete-emptydir-data", help="Also evict pods with emptyDir volumes (their data is lost), as kubectl drain.")
-]
-ForceDrainOpt = Annotated[bool, typer.Option("--force-drain", help="Also evict pods no controller manages (kubectl drain --force).")]
+__all__ = ["DeleteEmptydirOpt", "DrainTimeoutOpt", "ForceDrainOpt", "MaxUnavailableOpt", "drain_plan"]
 
 
 def drain_plan(c: Any, servers: list[str], *, max_unavailable: str, timeout_s: float, delete_emptydir_data: bool,
