@@ -335,7 +335,7 @@ async def _units(description: Description[Any, Run, In, Out, Any], ctx: Context,
                 if attempt >= opened.attempts:
                     raise
                 continue
-            return typed(description.out_type, out)  # type: ignore[no-any-return]
+            return typed(description.out_type, out)
         raise AssertionError("unreachable")  # (the loop returns or raises)
 
     async def one(u: Unit[In]) -> None:
