@@ -50,6 +50,11 @@ def resolve(conn: Any, targets: list[str]) -> list[ServerRef]:
     if not targets:
         raise InputError("give at least one TARGET: a server, a rack, a selector like state=ready, or all")
     names: list[str] = []
+    # The servers among plain names, in one query per 500: a sweep's shard names thousands (one query each took 6 s at 5,000).
+    plain = [t for t in targets if "=" not in t and t.strip() and t != "all"]
+    servers: set[str] = set()
+    for i in range(0, len(plain), 500):
+        servers.update(conn.execute(select(srv_t.c.name).where(srv_t.c.name.in_(plain[i : i + 500]))).scalars())
     for t in targets:
         key, sep, value = t.partition("=")
         if not t.strip():
@@ -63,7 +68,7 @@ def resolve(conn: Any, targets: list[str]) -> list[ServerRef]:
             names += [r["name"] for r in rows]
         elif t == "all":
             names += [r["name"] for r in list_servers(conn)]
-        elif conn.execute(select(srv_t.c.id).where(srv_t.c.name == t)).first():
+        elif t in servers:
             names.append(t)
         elif conn.execute(select(site_t.c.id).where(site_t.c.name == t)).first():
             names += [r["name"] for r in list_servers(conn, site=t)]
@@ -178,6 +183,7 @@ def resolve_switches(conn: Any, targets: list[str]) -> list[SwitchRef]:
         .join(hm_t, hm_t.c.id == sw_t.c.model_id)
     )
     rows = list(conn.execute(q))
+    by_name = {r.name: r for r in rows}  # (a shard names hundreds: a scan of every switch for each took 1.6 s at 500)
     picked: dict[str, Any] = {}
     for t in targets:
         key, sep, value = t.partition("=")
@@ -191,8 +197,8 @@ def resolve_switches(conn: Any, targets: list[str]) -> list[SwitchRef]:
             hit = [r for r in rows if str(getattr(r, key)) == value]
         elif t == "all":
             hit = rows
-        elif any(r.name == t for r in rows):
-            hit = [r for r in rows if r.name == t]
+        elif t in by_name:
+            hit = [by_name[t]]
         elif any(r.site == t for r in rows):
             hit = [r for r in rows if r.site == t]
         else:
