@@ -22,11 +22,32 @@ connections a second, is a politeness bound for real management networks:
 a /16 at that rate takes 33 s by design), and the lab's CPU over each window
 is printed beside (on 2 cores the lab competes with the client).
 
+Then placement (``--place N``, default 1,000; 0 skips it): "N placed right
+out of N", the issue's target.
+
+4. A generated site (``fleetctl_lab.sitegen.fleet(N)``: racks of 40 1U
+   servers, each server's ``bmc`` NIC cabled to its rack's EOS management
+   switch; the leaves and spines are left out, as they carry no BMC MAC) is
+   served by ``fleetctl lab up --site`` (BMCs and the management switches,
+   SNMP and SSH): each switch learns its servers' BMC MACs on their planned
+   ports, and each BMC reports the same MAC from its Manager.
+5. The plan, as a delivery's: the lab's fleet exported, each server kept at
+   its rack and unit, cabled, but without its BMC address, pin, credential,
+   BMC MAC and serial (a placeholder): nothing but the switch port can tie a
+   BMC found to its planned server.
+6. ``fleetctl discover --range <the BMCs' addresses> --credential <the lab's>
+   --switches role=management -o json`` (probe, login for serial and MACs,
+   the switches' MAC tables, the plan): wall, CPU, peak RSS, and how many of
+   the N BMCs are adopted as the server the plan holds at that address's
+   rack and unit, placed by a switch port.
+7. The placement alone (``read_sightings`` + ``place`` on the N MACs, in a
+   child process, timed inside it): its wall and CPU, sightings read.
+
 Prints the figures and the ratio to the floor (target: within 1.3x); asserts
 nothing. The load average is printed: other work on the machine changes
 every figure.
 
-    .venv/bin/python bench/discover.py [--bmcs 1000] [--prefix 16] [--port 443] [--concurrency 512]
+    .venv/bin/python bench/discover.py [--bmcs 1000] [--prefix 16] [--port 443] [--concurrency 512] [--place 1000]
 """
 
 from __future__ import annotations
@@ -90,6 +111,21 @@ asyncio.run(main())
 print(json.dumps({"found": found}))
 '''
 
+# The placement alone, in a child process on the plan's database (FLEETCTL_DB): the MACs on stdin, one a line.
+PLACE = r'''
+import json, resource, sys, time
+from fleetctl.cli.common import conn
+from fleetctl.discovery.placement import Placement, place, read_sightings
+macs = [m.strip() for m in sys.stdin if m.strip()]
+t0, c0 = time.perf_counter(), time.process_time()
+with conn() as c:
+    sightings, errors = read_sightings(c, ["role=management"], deadline_s=600)
+    placed = place(c, sightings, macs)
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+out = {m: [p.site, p.rack, p.position, p.server] if isinstance(p, Placement) else str(p) for m, p in placed.items()}
+print(json.dumps({"wall": wall, "cpu": cpu, "sightings": len(sightings), "errors": errors, "placed": out}))
+'''
+
 
 def say(msg: str) -> None:
     print(msg, flush=True)
@@ -128,18 +164,159 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def placement_site(servers: int, out: Path) -> dict[str, tuple[str, str, int]]:
+    """Write sitegen's fleet of N servers with only its management switches; returns server -> (site, rack, unit)."""
+    from fleetctl_lab.sitegen import fleet
+
+    from fleetctl.inventory.render import dump_yaml
+
+    doc = fleet(servers)
+    truth: dict[str, tuple[str, str, int]] = {}
+    for site in doc["sites"]:
+        racks = [r for r in site["racks"] if r.get("servers")]  # rack-net holds only the spines
+        for r in racks:
+            r["switches"] = [sw for sw in r.get("switches", []) if sw.get("role") == "management"]
+            truth.update({s["name"]: (site["name"], r["name"], s["position"]) for s in r["servers"]})
+        site["racks"] = racks
+        site["cabling"] = [c for c in site["cabling"] if c.get("nic") == "bmc"]
+    out.write_text(dump_yaml(doc))
+    return truth
+
+
+def delivery_plan(exported: str) -> str:
+    """The lab's fleet as a delivery's plan: every server at its unit and cabled, nothing else known of its BMC."""
+    import yaml
+
+    from fleetctl.inventory.edits import placeholder_serial
+
+    doc = yaml.safe_load(exported)
+    for site in doc["sites"]:
+        for r in site["racks"]:
+            for s in r.get("servers", []):
+                for key in ("bmc", "fingerprint", "credential", "bmc_system_id"):
+                    s.pop(key, None)
+                s["serial"] = placeholder_serial(s["name"])
+                s["nics"] = [{"name": n["name"]} if n["name"] == "bmc" else n for n in s.get("nics", [])]
+    return str(yaml.safe_dump(doc, sort_keys=False))
+
+
+def bench_placement(n: int, port: int, concurrency: int, tmp: Path) -> list[str]:
+    """Steps 4-7 of the module's docstring; returns the lines to print."""
+    import ipaddress
+
+    site = tmp / "place-site.yaml"
+    truth = placement_site(n, site)
+    sd = tmp / "place-lab"
+    env = child_env(FLEETCTL_LAB_DIR=str(sd), FLEETCTL_DB=str(tmp / "place-source.db"), FLEETCTL_DATA_DIR=str(tmp / "data"))
+    t0 = time.perf_counter()
+    up = subprocess.run([*FLEETCTL, "lab", "up", "--site", str(site), "--no-hosts", "-o", "json"], env=env, capture_output=True,
+                        text=True, check=False, cwd=REPO)  # fmt: skip
+    if up.returncode != 0:
+        return [f"placement: lab up failed ({up.returncode}): {up.stderr[-2000:]}"]
+    try:
+        lab = json.loads((sd / "lab.json").read_text())
+        say(f"placement: lab up --site ({n} servers, {len(lab.get('switches') or {})} management switches) in "
+            f"{time.perf_counter() - t0:.1f} s; load {load()}")  # fmt: skip
+        if not lab.get("switches"):
+            return ["placement: the lab serves no switches here (asyncssh or snmpsim missing): skipped"]
+        by_addr = {s["url"].split("//", 1)[1].rsplit(":", 1)[0]: name for name, s in lab["servers"].items()}
+        lab_port = next(iter(lab["servers"].values()))["url"].rsplit(":", 1)[1]
+        lab_env = {**env, "FLEETCTL_DB": str(sd / "fleet.db")}
+        exported = subprocess.run([*FLEETCTL, "inventory", "export"], env=lab_env, capture_output=True, text=True, check=True, cwd=REPO)
+        plan_file = tmp / "plan.yaml"
+        plan_file.write_text(delivery_plan(exported.stdout))
+        plan_env = {**env, "FLEETCTL_DB": str(tmp / "plan.db")}
+        subprocess.run([*FLEETCTL, "inventory", "import", str(plan_file)], env=plan_env, capture_output=True, text=True, check=True,
+                       cwd=REPO)  # fmt: skip
+        # One range covering the BMCs' addresses, each a host of it (a range's network and broadcast addresses are not probed).
+        addrs = sorted(ipaddress.ip_address(a) for a in by_addr)
+        net = next(net for bits in range(32, 7, -1) if (net := ipaddress.ip_network(f"{addrs[0]}/{bits}", strict=False))
+                   and net.network_address < addrs[0] and addrs[-1] < net.broadcast_address)  # fmt: skip
+        ranges = ["--range", str(net)]
+        lab_pid = int(lab["pid"])
+        lab0 = proc_cpu(lab_pid)
+        r = measured([*FLEETCTL, "discover", *ranges, "--port", lab_port, "--credential", f"file:{sd / 'credential'}",
+                      "--switches", "role=management", "-o", "json", "--concurrency", str(concurrency), "--per-subnet",
+                      str(concurrency), "--rate", "1000000"], plan_env)  # fmt: skip
+        lab_cpu = proc_cpu(lab_pid) - lab0
+        if not r["stdout"].strip():
+            return [f"placement: fleetctl discover failed (exit {r['rc']}): {r['stderr'][-2000:]}"]
+        doc = json.loads(r["stdout"])
+        right = wrong = 0
+        unplaced: list[str] = []
+        macs: list[str] = []
+        for p in doc["proposals"]:
+            name = by_addr.get(p["address"])
+            if name is None:
+                continue
+            if p.get("mac"):
+                macs.append(p["mac"])
+            by_switch = str(p.get("sources", {}).get("position", "")).startswith("switch ")
+            if p["kind"] == "adopt" and by_switch and (p["site"], p["rack"], p["position"]) == truth[name] and p["server"] == name:
+                right += 1
+            elif p["kind"] in ("adopt", "unchanged", "moved"):
+                wrong += 1
+            else:
+                unplaced.append(f"{name}: {p['kind']} {p.get('detail') or ''}".strip())
+        lines = [f"placement, end to end: fleetctl discover (probe, login, {len(lab['switches'])} switches' MAC tables, the plan) "
+                 f"{r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU, {r['rss_mb']:.0f} MB peak RSS (exit {r['rc']}); lab CPU {lab_cpu:.2f} s",
+                 f"placed right: {right} of {n} (placed wrong: {wrong}; not placed: {len(unplaced)}; "
+                 f"switch errors: {len(doc.get('switch_errors', []))}) -> {'met' if right == n else 'MISSED'}"]  # fmt: skip
+        seen = {p["address"] for p in doc["proposals"]}
+        lines.append(f"found by the probe: {len(seen & set(by_addr))} of {n}; answers {doc['answers']}")
+        lines += [f"  not placed: {u}" for u in unplaced[:10]] + [f"  switch error: {e}" for e in doc.get("switch_errors", [])[:10]]
+        failures = doc.get("failures", {})
+        lines += [f"  not found: {by_addr[a]} at {a}: {failures.get(a, 'no answer')}" for a in sorted(set(by_addr) - seen)[:10]]
+        with tempfile.TemporaryFile() as fin, tempfile.TemporaryFile() as fout:
+            fin.write("\n".join(macs).encode())
+            fin.seek(0)
+            done = subprocess.run([sys.executable, "-c", PLACE], env=plan_env, stdin=fin, stdout=fout, stderr=subprocess.PIPE, cwd=REPO,
+                                  check=False)  # fmt: skip
+            fout.seek(0)
+            out = fout.read().decode()
+        if done.returncode == 0:
+            pl = json.loads(out)
+            ok = sum(1 for m, v in pl["placed"].items() if isinstance(v, list)
+                     and (v[0], v[1], v[2]) == truth.get(v[3] or "", ("", "", -1)))  # fmt: skip
+            lines.append(f"placement alone (read_sightings + place, {len(macs)} MACs): {pl['wall']:.2f} s wall, "
+                         f"{pl['cpu']:.2f} s CPU; {pl['sightings']} sightings, {ok} placed at the planned rack and unit, "
+                         f"{len(pl['errors'])} switch errors")  # fmt: skip
+        else:
+            lines.append(f"placement alone failed: {done.stderr.decode()[-2000:]}")
+        return lines
+    finally:
+        subprocess.run([*FLEETCTL, "lab", "down"], env=env, capture_output=True, check=False, cwd=REPO)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bmcs", type=int, default=1000)
     p.add_argument("--prefix", type=int, default=16, help="the range probed: 127.20.0.0/PREFIX")
     p.add_argument("--port", type=int, default=443)
     p.add_argument("--concurrency", type=int, default=512)
+    p.add_argument("--place", type=int, default=1000, help="servers in the placement part (0: skip it)")
+    p.add_argument("--no-probe", action="store_true", help="skip the /16 probe (steps 1-3): placement only")
     args = p.parse_args()
     import resource
 
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     sys.path.insert(0, str(REPO))
+    rc = 0 if args.no_probe else bench_probe(args)
+    if args.place > 0:
+        say(f"\nplacement: {args.place} servers; {os.cpu_count()} CPUs, load {load()}")
+        tmp = Path(tempfile.mkdtemp(prefix="fleetctl-bench-place-"))
+        try:
+            for line in bench_placement(args.place, args.port, args.concurrency, tmp):
+                say(line)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        say(f"load {load()}")
+    return rc
+
+
+def bench_probe(args: argparse.Namespace) -> int:
+    """Steps 1-3 of the module's docstring."""
     from fleetctl_lab.bmc.spec import generate_specs
     from fleetctl_lab.daemon import lab_down, lab_up
 
