@@ -184,6 +184,10 @@ def _message(e: ValidationError) -> tuple[tuple[Any, ...], str]:
     return tuple(err["loc"]), msg
 
 
+#: A policy is a page of YAML; anything larger is not one (and is never read whole).
+MAX_POLICY_BYTES = 1024 * 1024
+
+
 def load(path: str | os.PathLike[str] | None = None) -> Policy:
     """The policy from ``path``, else ``$FLEETCTL_K8S_POLICY``, else the default.
 
@@ -198,9 +202,15 @@ def load(path: str | os.PathLike[str] | None = None) -> Policy:
     if str(raw_path) == "":
         raise InputError("an empty path is no policy file", field="--policy")
     try:
-        raw = file.read_bytes()
+        # A regular file, read to a cap: /dev/full or /dev/zero given as the policy would be read forever.
+        if not file.is_file():
+            raise InputError(f"{file}: not a file: a policy file is YAML", field="--policy")
+        with file.open("rb") as fh:
+            raw = fh.read(MAX_POLICY_BYTES + 1)
     except OSError as e:
         raise InputError(f"{file}: cannot read the policy: {e.strerror or e}", field="--policy") from e
+    if len(raw) > MAX_POLICY_BYTES:
+        raise InputError(f"{file}: more than {MAX_POLICY_BYTES // 1024} KiB: not a policy file", field="--policy")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -97,3 +97,15 @@ def test_a_key_the_api_refuses_is_refused(key: str) -> None:
         Policy.model_validate({"taint": key})
     with pytest.raises(ValidationError):
         Policy.model_validate({"breaker": {"pool": f"label:{key}"}})
+
+
+def test_a_device_or_a_huge_file_is_no_policy_and_is_never_read_whole(tmp_path: Path) -> None:
+    from fleetctl.k8s.policy import MAX_POLICY_BYTES
+
+    for dev in ("/dev/full", "/dev/zero"):  # read whole, either would fill the memory
+        with pytest.raises(InputError, match="not a file"):
+            load(dev)
+    big = tmp_path / "big.yaml"
+    big.write_text("# " + "x" * MAX_POLICY_BYTES + "\n")
+    with pytest.raises(InputError, match="KiB: not a policy file"):
+        load(big)
