@@ -77,7 +77,7 @@ def test_every_builtin_server_check_declares_what_it_needs() -> None:
 def test_a_check_that_declares_nothing_gets_everything_read() -> None:
     plugin = CheckSpec("site.thing", "server", Status.WARNING, ("?",), "0 requests", "bmc", "", lambda r, e: [], None)
     assert ReadPlan.for_checks([*checks("server", "bmc"), plugin]) == ReadPlan.full()
-    with pytest.raises(FleetError, match="health.psu"):
+    with pytest.raises(FleetError, match=r"health\.psu"):
         ReadPlan.for_checks([CheckSpec("x", "server", Status.WARNING, (), "", "bmc", "", lambda r, e: [], ("health.psu",))])
 
 
