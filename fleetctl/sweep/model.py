@@ -97,4 +97,6 @@ class CheckSpec:
 
     def metadata(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "severity": str(self.severity), "level": self.level,
-                "reads": list(self.reads), "cost": self.cost, "description": self.description}  # fmt: skip
+                "reads": list(self.reads), "cost": self.cost, "description": self.description,
+                # what a sweep reads for it (fleetctl.sweep.collect.READ_KEYS); None: everything
+                "needs": list(self.needs) if self.needs is not None else None}  # fmt: skip
