@@ -130,9 +130,9 @@ def bmc_operation(cursors: dict[str, str | None], *, plan: ReadPlan | None = Non
         cursors: {server: log cursor} (the position of the last sweep that finished).
         plan: what to read; None: :meth:`ReadPlan.for_checks` of ``checks``.
         checks: the enabled checks (CheckSpec); None: every registered server check of ``--level bmc``.
-        cache: a :class:`fleetctl_drivers.redfish.cache.ReadingCache` of documents by ETag: each GET of a document the
-            BMC gave an ETag for asks ``If-None-Match``, and a 304 is judged on the cached document (the same
-            verdicts). None: none, unless ``$FLEETCTL_SWEEP_CACHE`` names one (``default``: the user's data folder).
+        cache: documents by ETag, for a driver that can ask ``If-None-Match`` (the Redfish one: a file path, or its
+            ``ReadingCache``): a 304 is judged on the kept document (the same verdicts). None: none, unless
+            ``$FLEETCTL_SWEEP_CACHE`` names a file (``default``: ``redfish-cache.sqlite`` in the user's data folder).
     """
     if plan is None:
         from fleetctl.sweep.registry import checks as registered
@@ -180,21 +180,21 @@ def bmc_operation(cursors: dict[str, str | None], *, plan: ReadPlan | None = Non
     return op
 
 
-_CACHES: dict[str, Any] = {}
+def _default_cache() -> str | None:
+    """The document cache file ``$FLEETCTL_SWEEP_CACHE`` names (``default``: the user's data folder), or None.
 
-
-def _default_cache() -> Any:
-    """The cache ``$FLEETCTL_SWEEP_CACHE`` names (a file, or ``default``: the user's data folder), one per process."""
+    A path: the driver opens it (one per process); the core never imports a driver's cache.
+    """
     import os
 
     where = os.environ.get("FLEETCTL_SWEEP_CACHE", "")
     if not where or where.lower() in ("0", "off", "no"):
         return None
-    if where not in _CACHES:
-        from fleetctl_drivers.redfish.cache import ReadingCache, default_path
+    if where == "default":
+        from fleetctl.config import data_dir
 
-        _CACHES[where] = ReadingCache(default_path() if where == "default" else where)
-    return _CACHES[where]
+        return str(data_dir() / "redfish-cache.sqlite")
+    return where
 
 
 def server_expectations(conn: Any, names: list[str], cursors: dict[str, dict[str, Any]], *, max_skew_s: float,

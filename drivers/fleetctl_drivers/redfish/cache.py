@@ -56,6 +56,10 @@ except ImportError:  # pragma: no cover - orjson is optional
 DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
 
 
+_SHARED: dict[str, ReadingCache] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 def default_path() -> Path:
     """``redfish-cache.sqlite`` in the user's data folder (``FLEETCTL_DATA_DIR`` or XDG)."""
     from fleetctl.config import data_dir
@@ -128,6 +132,15 @@ class ReadingCache:
                 break
             db.execute("DELETE FROM doc WHERE bmc = ? AND uri = ?", (bmc, uri))
             self._size -= size
+
+    @classmethod
+    def shared(cls, path: str | Path) -> ReadingCache:
+        """The one cache of this process on ``path`` (a sweep's BMCs share it)."""
+        key = str(Path(path).expanduser().resolve())
+        with _SHARED_LOCK:
+            if key not in _SHARED:
+                _SHARED[key] = cls(key)
+            return _SHARED[key]
 
     async def load(self, bmc: str) -> dict[str, tuple[str, bytes]]:
         return await asyncio.to_thread(self.load_sync, bmc)

@@ -21,6 +21,7 @@ from fleetctl.errors import BMCError, DriverError
 from fleetctl.interfaces.bmc import BMC, BMCTarget
 from fleetctl.interfaces.sweep import BMCSweepResult, SweepProgress
 
+from .cache import ReadingCache
 from .capabilities import (
     RedfishBios,
     RedfishBoot,
@@ -162,7 +163,9 @@ class RedfishDriver(BMC):
         return self.wants is None or key in self.wants
 
     async def use_cache(self, cache: Any) -> None:
-        """Ask ``If-None-Match`` for the documents ``cache`` (a :class:`.cache.ReadingCache`) holds for this BMC."""
+        """Ask ``If-None-Match`` for the documents ``cache`` (a :class:`.cache.ReadingCache`, or its file) holds."""
+        if not isinstance(cache, ReadingCache):
+            cache = ReadingCache.shared(cache)
         await self.client.use_cache(cache)
 
     # ------------------------------------------------------------------ fleet

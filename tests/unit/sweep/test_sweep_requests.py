@@ -144,3 +144,19 @@ def test_a_full_cache_forgets_the_least_recently_used(tmp_path: Path) -> None:
     # A new process sees what the last one kept, and its size
     again = ReadingCache(tmp_path / "c.sqlite", max_bytes=2_000)
     assert again.load_sync("bmc1") == kept and again.size == cache.size
+
+
+def test_the_cache_file_named_by_the_environment_is_used(lab: tuple[Any, list[Any]], sent: dict[str, Any], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """``FLEETCTL_SWEEP_CACHE``: the engine's sweep (no cache given) keeps documents there and asks If-None-Match next time."""
+    monkeypatch.setenv("FLEETCTL_SWEEP_CACHE", str(tmp_path / "env-cache.sqlite"))
+    targets = _targets(lab)
+    _sweep(targets)
+    assert (tmp_path / "env-cache.sqlite").is_file()
+    sent.clear()
+    _sweep(targets)
+    assert all(any(c for _, _, c in sent[t.name]) for t in targets)
+    monkeypatch.setenv("FLEETCTL_SWEEP_CACHE", "off")
+    sent.clear()
+    _sweep(targets)
+    assert not any(c for v in sent.values() for _, _, c in v)
