@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from fleetctl.errors import DriverError, InputError
+from fleetctl.files import FileRefused, read_capped
 from fleetctl.interfaces.accel import BoardEvent
 
 DEFAULT_FILE = Path(__file__).with_name("criteria.yaml")
@@ -393,7 +394,9 @@ def _read(file: Path) -> _Read:
         InputError: it cannot be read, is not UTF-8 text (a binary file) or not YAML, or repeats a key.
     """
     try:
-        raw = file.read_bytes()
+        raw = read_capped(file, 1024 * 1024)  # a page of YAML; /dev/zero would be read forever
+    except FileRefused as e:
+        raise InputError(f"{file}: {e}: a criteria file is YAML", field="--criteria") from e
     except OSError as e:
         raise InputError(f"{file}: cannot read the burn-in criteria: {e.strerror or e}", field="--criteria") from e
     try:

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from fleetctl.errors import InputError
+from fleetctl.files import FileRefused, read_capped
 
 _CParser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Loc = tuple[str | int, ...]
@@ -288,11 +289,17 @@ def site_file_paths(path: Path) -> list[Path]:
     return [path]
 
 
+#: The largest site file read (a site of tens of thousands of servers is tens of MiB at most).
+MAX_SITE_FILE_BYTES = 256 * 1024 * 1024
+
+
 def load_path(path: Path) -> list[Source]:
     sources = []
     for p in site_file_paths(path):
         try:
-            raw = p.read_bytes()
+            raw = read_capped(p, MAX_SITE_FILE_BYTES)
+        except FileRefused as e:
+            raise InputError(str(e), location=str(p)) from e
         except OSError as e:
             raise InputError(f"cannot read: {e.strerror or e}", location=str(p)) from e
         try:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fleetctl.errors import InputError
+from fleetctl.files import FileRefused, read_capped
 
 #: The variable naming a policy file when ``--policy`` is not given.
 ENV = "FLEETCTL_K8S_POLICY"
@@ -202,15 +203,11 @@ def load(path: str | os.PathLike[str] | None = None) -> Policy:
     if str(raw_path) == "":
         raise InputError("an empty path is no policy file", field="--policy")
     try:
-        # A regular file, read to a cap: /dev/full or /dev/zero given as the policy would be read forever.
-        if not file.is_file():
-            raise InputError(f"{file}: not a file: a policy file is YAML", field="--policy")
-        with file.open("rb") as fh:
-            raw = fh.read(MAX_POLICY_BYTES + 1)
+        raw = read_capped(file, MAX_POLICY_BYTES)  # /dev/full or /dev/zero given as the policy would be read forever
+    except FileRefused as e:
+        raise InputError(f"{file}: {e}: a policy file is YAML", field="--policy") from e
     except OSError as e:
         raise InputError(f"{file}: cannot read the policy: {e.strerror or e}", field="--policy") from e
-    if len(raw) > MAX_POLICY_BYTES:
-        raise InputError(f"{file}: more than {MAX_POLICY_BYTES // 1024} KiB: not a policy file", field="--policy")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
