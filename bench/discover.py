@@ -229,8 +229,8 @@ def bench_placement(n: int, port: int, concurrency: int, tmp: Path) -> list[str]
         subprocess.run([*FLEETCTL, "inventory", "import", str(plan_file)], env=plan_env, capture_output=True, text=True, check=True,
                        cwd=REPO)  # fmt: skip
         # One range covering the BMCs' addresses, each a host of it (a range's network and broadcast addresses are not probed).
-        addrs = sorted(ipaddress.ip_address(a) for a in by_addr)
-        net = next(net for bits in range(32, 7, -1) if (net := ipaddress.ip_network(f"{addrs[0]}/{bits}", strict=False))
+        addrs = sorted(ipaddress.IPv4Address(a) for a in by_addr)
+        net = next(net for bits in range(32, 7, -1) if (net := ipaddress.IPv4Network(f"{addrs[0]}/{bits}", strict=False))
                    and net.network_address < addrs[0] and addrs[-1] < net.broadcast_address)  # fmt: skip
         ranges = ["--range", str(net)]
         lab_pid = int(lab["pid"])

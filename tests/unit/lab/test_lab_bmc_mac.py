@@ -31,7 +31,7 @@ def manager_macs(bmc: SimBMC) -> list[str]:
 
 @pytest.mark.parametrize("flavour", get_args(Flavour))
 def test_the_manager_reports_the_bmc_nic_mac(flavour: str) -> None:
-    spec = LabServerSpec(name=f"srv-{flavour}", flavour=flavour,  # type: ignore[arg-type]
+    spec = LabServerSpec(name=f"srv-{flavour}", flavour=flavour,
                          nics=[LabNic(name="eth0", mac="02:fc:01:0c:05:01"), LabNic(name=BMC_NIC, mac=BMC_MAC.upper())])  # fmt: skip
     bmc = SimBMC(spec, LabConfig(), index=7)
     assert spec.bmc_mac == BMC_MAC
