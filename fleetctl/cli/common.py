@@ -240,13 +240,16 @@ def output_file(value: Any) -> Path:
     real = Path(os.path.realpath(path))
     if any(real == Path(root) or real.is_relative_to(root) for root in _NOT_FILES):
         raise _bad(f"{path}: not a file fleetctl writes ({real} is under {', '.join(_NOT_FILES)})")
-    if real.is_dir():
-        raise _bad(f"{path}: is a folder; give a file name")
-    if real.exists() and not real.is_file():
-        raise _bad(f"{path}: not a regular file")
-    parent = real.parent
-    if not parent.is_dir():
-        raise _bad(f"{path.parent}: no such folder")
+    try:
+        if real.is_dir():
+            raise _bad(f"{path}: is a folder; give a file name")
+        if real.exists() and not real.is_file():
+            raise _bad(f"{path}: not a regular file")
+        parent = real.parent
+        if not parent.is_dir():
+            raise _bad(f"{path.parent}: no such folder")
+    except OSError as e:  # a name longer than the file system takes (ENAMETOOLONG), a loop of links
+        raise _bad(f"{str(path)[:80]}{'...' if len(str(path)) > 80 else ''}: {e.strerror or e}") from None
     if not os.access(parent, os.W_OK | os.X_OK):
         raise _bad(f"{path.parent}: not writable")
     return path

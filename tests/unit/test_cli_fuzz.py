@@ -174,11 +174,14 @@ def _fixed(tmp: Path) -> list[str]:
     full = tmp / "full-disk"  # a link, so that a lost rule replaces the link and never the device node
     if not full.is_symlink():
         full.symlink_to("/dev/full")
+    zero = tmp / "zeros"  # read whole, a device without end fills the memory
+    if not zero.is_symlink():
+        zero.symlink_to("/dev/zero")
     return [
         "99999999999999999999999", "", "9223372036854775808", "-9223372036854775809", "-1", "0", "²", "١", "٩٨٧٧", "１２",
         "1e3", "0x10", "1_000", " 7", " ", "nan", "inf", "-inf", "1e308", "1e12", "١.٥", "latest~99999999999999999999999",
         "99999999999d", "0001-01-01", "9999-12-31T23:59", "127.0.0.1:٩٨٧٧", "Ω", "\u202e", "x" * 5000,
-        str(folder), "/proc/version", str(full), str(tmp / "no" / "such" / "file"),
+        str(folder), "/proc/version", str(full), str(zero), str(tmp / "no" / "such" / "file"),
     ]  # fmt: skip
 
 
