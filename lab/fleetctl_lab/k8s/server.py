@@ -67,6 +67,16 @@ class K8sLabConfig:
     join_poll_s: float = 0.5
 
 
+def _bound_to(field_selector: str) -> str | None:
+    """The node a pods' field selector requires (``spec.nodeName=N`` or ``==``, among other terms), else None: the
+    store then looks at that node's pods only (the predicate still decides)."""
+    for part in field_selector.split(","):
+        name, op, value = part.partition("==") if "==" in part else part.partition("=")
+        if op and not name.endswith("!") and name.strip() == "spec.nodeName":
+            return value.strip()
+    return None
+
+
 def _joined(joins: Path) -> set[str]:
     """The hosts that joined: the files in ``joins`` (at most 100,000 read: a lab's own folder, bounded all the same)."""
     try:
@@ -531,8 +541,9 @@ class K8sLab:
         except ValueError as e:
             raise ApiError(400, "BadRequest", f"limit: {e}") from e
         pred = self._predicate(request, rt)
+        node = _bound_to(q.get("fieldSelector", ""))
         items, rv, token, remaining = self.store.select(
-            rt, namespace, pred, limit=limit if limit and limit > 0 else None, cont=q.get("continue")
+            rt, namespace, pred, limit=limit if limit and limit > 0 else None, cont=q.get("continue"), node=node
         )
         md: dict[str, Any] = {"resourceVersion": rv}
         if token:
