@@ -7,6 +7,7 @@ and ``sweep checks`` read what was stored.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -143,8 +144,9 @@ def run(
     limit: Annotated[int, typer.Option(help="Findings shown per table (0: all); every one is stored.", parser=whole(0))] = 50,
     publish: Annotated[
         bool | None, typer.Option("--publish/--no-publish", help="Publish the verdicts on the swept servers' Kubernetes nodes "
-                                  "(condition, unfit taint; docs/kubernetes.md) after the sweep (default: yes, a cluster that "
-                                  "fails is one line; --publish: and exit 8 over a healthy sweep).", show_default=False)  # fmt: skip
+                                  "(condition, unfit taint; docs/kubernetes.md) after the sweep; a cluster not told is exit 8 "
+                                  "over a healthy sweep (default: with --policy or FLEETCTL_SWEEP_PUBLISH=1; the shipped timer "
+                                  "and CronJob give --publish).", show_default=False)  # fmt: skip
     ] = None,
     policy_file: PolicyOpt = None,
     output: OutputOpt = Format.table,
@@ -170,7 +172,9 @@ def run(
         raise InputError(f"--level {level!r}: use bmc, host or k8s", field="--level")
     if textfile is not None:
         _check_textfile_dir(textfile)
-    if publish is not False:  # a bad policy file stops the sweep before it starts (exit 2), as any bad input
+    if publish is None:  # asked for by the policy or the environment (a timer's), else not: a lab without its cluster up
+        publish = policy_file is not None or os.environ.get("FLEETCTL_SWEEP_PUBLISH", "").strip().lower() in ("1", "true", "yes")
+    if publish:  # a bad policy file stops the sweep before it starts (exit 2), as any bad input
         from fleetctl.k8s.policy import load as load_policy
 
         policy = load_policy(policy_file)
@@ -219,22 +223,20 @@ def run(
         for line in late:  # after the report, one line each, and the exit code stays the verdict's
             console(stderr=True).print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
     code = EXIT_BY_STATUS[result.worst_new.value]
-    if publish is not False:
-        code = with_publication(code, _publish(result.run_id, policy, output), strict=publish is True)
+    if publish:
+        code = with_publication(code, _publish(result.run_id, policy, output))
     raise typer.Exit(code)
 
 
-def with_publication(code: int, published: int, *, strict: bool) -> int:
-    """The sweep's exit code after its verdicts' publication: the breaker's (7) over any. A publication that failed (8)
-    stands over a healthy or warning verdict (0, 1) when it was asked for (``strict``: ``--publish``, as the shipped
-    timer and CronJob run it, so that they alert when the scheduler was not told); by default it is one line and the
-    sweep's code stands (a lab or a site whose cluster is declared but not up yet). The findings' own code (4, 5) and
-    the store's (6) stand over a failed publication (each alerts already)."""
+def with_publication(code: int, published: int) -> int:
+    """The sweep's exit code after its verdicts' publication: the breaker's (7) over any; a publication that failed (8)
+    over a healthy or warning verdict (0, 1), so that a timer's unit alerts when the scheduler was not told; the
+    findings' own code (4, 5) and the store's (6) stand over a failed publication (each alerts already)."""
     from fleetctl.errors import EXIT_BREAKER, EXIT_PUBLISH
 
     if published == EXIT_BREAKER:
         return EXIT_BREAKER
-    if strict and published == EXIT_PUBLISH and code in (0, 1):
+    if published == EXIT_PUBLISH and code in (0, 1):
         return EXIT_PUBLISH
     return code
 

@@ -102,7 +102,8 @@ def _versions(handle: K8sLabHandle) -> dict[str, str]:
 
 
 def _sweep(cli: Any, *args: str) -> Any:
-    return cli("sweep", "run", "r1", "--level", "k8s", "--output", "json", *args)
+    publish = () if "--no-publish" in args else ("--publish",)
+    return cli("sweep", "run", "r1", "--level", "k8s", "--output", "json", *publish, *args)
 
 
 def test_a_failing_board_taints_its_node_until_the_finding_is_acked_then_resolved(cli: Any, fleet: Fleet) -> None:
