@@ -207,7 +207,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_cordoned(cli: Any, fleet: Path
     assert r.code == 2 and "not-a-node: no node of a declared cluster" in r.err and len(r.err.strip().splitlines()) == 1
     r = cli("k8s", "drain", "no-such-server")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
-    for bad in ("5x", "0", "101%", "٥", ""):  # refused where it enters, whatever the servers' states
+    for bad in ("5x", "0", "101%", "\u0665", ""):  # refused where it enters, whatever the servers' states
         r = cli("power", "cycle", "not-a-node", "--max-unavailable", bad)
         assert r.code == 2 and "--max-unavailable" in r.err, (bad, r.err)
     # A declared node its cluster lacks.
