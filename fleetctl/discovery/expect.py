@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleetctl.errors import InputError
+from fleetctl.files import FileRefused, read_capped
 from fleetctl.inventory.schema import normalise_mac
 
 #: The columns, by their normalised header, and the other spellings taken for them (vendors' sheets differ).
@@ -47,13 +48,9 @@ def read_sheet(path: Path) -> list[Expected]:
     """The sheet's rows. Raises InputError naming the file, line and column of the first problem."""
     where = str(path)
     try:
-        if not path.is_file():
-            raise InputError("not a regular file", location=where)
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-        if len(raw) > MAX_BYTES:
-            raise InputError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a delivery sheet", location=where)
-        text = raw.decode("utf-8-sig")  # spreadsheets save a BOM
+        text = read_capped(path, MAX_BYTES).decode("utf-8-sig")  # spreadsheets save a BOM
+    except FileRefused as e:
+        raise InputError(f"{e}; not a delivery sheet", location=where) from None
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror or e}", location=where) from None
     except UnicodeDecodeError as e:

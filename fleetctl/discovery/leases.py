@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from fleetctl.errors import InputError
+from fleetctl.files import FileRefused, read_capped
 from fleetctl.inventory.schema import normalise_mac
 
 LeaseFormat = Literal["kea", "dnsmasq", "dhcpd"]
@@ -74,13 +75,10 @@ def read_leases(path: Path, fmt: str | None = None) -> tuple[str, list[Lease]]:
     """
     where = str(path)
     try:
-        if not path.is_file():
-            raise InputError("not a regular file", location=where)
         # Read up to the cap, never by the size stat gives: /proc files say 0, a device never ends.
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-        if len(raw) > MAX_BYTES:
-            raise InputError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a lease file", location=where)
+        raw = read_capped(path, MAX_BYTES)
+    except FileRefused as e:
+        raise InputError(f"{e}; not a lease file", location=where) from None
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror or e}", location=where) from None
     try:
