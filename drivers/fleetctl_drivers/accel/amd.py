@@ -720,23 +720,27 @@ class AmdStages(AccelBurnin):
         self.sampler = sampler = Sampler(t0)
         kept = hostio.KeptLines(head=WORKLOAD_HEAD_BYTES, tail=WORKLOAD_TAIL_BYTES)
         stop = asyncio.Event()
-        # The listing in the same round trip as each sample: a GPU that falls off the bus renumbers the rest, and a
-        # metric names a GPU by its index only.
-        cmds = {"list": f"{quote_argv([self.smi, 'list', '--json'])} 2>&1",
-                "metric": f"{quote_argv([self.smi, 'metric', '--power', '--temperature', '--json'])} 2>&1"}  # fmt: skip
+        # A metric names a GPU by its index only, and a GPU that falls off the bus renumbers the rest: the metric is
+        # read between two listings in one round trip, and a sample is kept only when both listings agree (one
+        # taken across a renumbering would give one GPU's temperature to another).
+        listing = f"{quote_argv([self.smi, 'list', '--json'])} 2>&1"
+        cmds = {"list": listing, "metric": f"{quote_argv([self.smi, 'metric', '--power', '--temperature', '--json'])} 2>&1",
+                "list_after": listing}  # fmt: skip
 
         async def sample() -> None:
             while not stop.is_set():
                 try:
-                    parts = await ctx.host.batch(cmds, timeout=job.command_timeout, max_bytes=MAX_JSON_BYTES * 2)
-                    listed, metric = parts.get("list"), parts.get("metric")
-                    if listed is not None and metric is not None and listed.exit_status == 0 and metric.exit_status == 0:
+                    parts = await ctx.host.batch(cmds, timeout=job.command_timeout, max_bytes=MAX_JSON_BYTES * 3)
+                    listed, metric, after = parts.get("list"), parts.get("metric"), parts.get("list_after")
+                    if listed is not None and metric is not None and after is not None and \
+                            listed.exit_status == 0 and metric.exit_status == 0 and after.exit_status == 0:  # fmt: skip
                         bdf_of = {g.index: g.bdf for g in parse_list(listed.stdout)}
-                        for m in parse_metric(metric.stdout):
-                            bdf = bdf_of.get(m.index)
-                            values = {"temp_c": m.temperature(cfg.temperature_sensors), "power_w": m.power_w}
-                            if bdf in self.mine:
-                                sampler.add(bdf, **{k: v for k, v in values.items() if v is not None})
+                        if bdf_of == {g.index: g.bdf for g in parse_list(after.stdout)}:
+                            for m in parse_metric(metric.stdout):
+                                bdf = bdf_of.get(m.index)
+                                values = {"temp_c": m.temperature(cfg.temperature_sensors), "power_w": m.power_w}
+                                if bdf in self.mine:
+                                    sampler.add(bdf, **{k: v for k, v in values.items() if v is not None})
                 except (AccelParseError, hostio.HostOutputError):
                     pass  # a GPU that falls off the bus can make amd-smi fail: the workload's result says so
                 with contextlib.suppress(TimeoutError):
