@@ -1159,7 +1159,7 @@ GPU_CHECK_FIELDS = ("index", "serial", "pci.bus_id", "ecc.errors.corrected.volat
                     "retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count", "retired_pages.pending",
                     "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max")  # fmt: skip
 #: ... and while it runs, every interval.
-GPU_SAMPLE_FIELDS = ("index", "temperature.gpu", "power.draw", "clocks.sm")
+GPU_SAMPLE_FIELDS = ("index", "pci.bus_id", "temperature.gpu", "power.draw", "clocks.sm")
 #: What the sweep asks nvidia-smi for.
 GPU_SWEEP_FIELDS = ("index", "serial", "pci.bus_id", "temperature.gpu", "ecc.errors.uncorrected.volatile.total",
                     "retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count", "retired_pages.pending",
@@ -1281,9 +1281,8 @@ class NvidiaStages(AccelBurnin):
         async def sample() -> None:
             while not stop.is_set():
                 try:
-                    for q in await self.query(GPU_SAMPLE_FIELDS):
-                        if q.index is not None:
-                            sampler.add(str(q.index), **{k: v for k, v in (("temp_c", q.temperature_gpu_c), ("power_w", q.power_draw_w),
+                    for i, q in self.by_first_index(await self.query(GPU_SAMPLE_FIELDS)).items():
+                        sampler.add(str(i), **{k: v for k, v in (("temp_c", q.temperature_gpu_c), ("power_w", q.power_draw_w),
                                                                           ("clock_mhz", q.clocks_sm_mhz)) if v is not None})  # fmt: skip
                 except StageError:
                     pass  # a GPU that falls off the bus makes nvidia-smi fail: the workload's result says so
@@ -1365,12 +1364,24 @@ class NvidiaStages(AccelBurnin):
                     obs[i].diag.append({"tool": "dcgmi diag", "test": test, "status": status, "message": msg, "setup_error": r.setup_error,
                                         "error_ids": [w.error_id for w in r.warnings]})  # fmt: skip
 
+    def by_first_index(self, got: list[GpuQuery]) -> dict[int, GpuQuery]:
+        """Each GPU of a query under its index at the pre-checks, found by its PCI bus id: a GPU that falls off the bus
+        renumbers the ones after it, so an index alone would give one GPU's figures to another. A GPU the pre-checks
+        did not list is left out; one without a bus id keeps its index."""
+        first = {b.pci_bus_id.lower(): b.index for b in self.before if b.pci_bus_id and b.index is not None}
+        out: dict[int, GpuQuery] = {}
+        for q in got:
+            i = first.get(q.pci_bus_id.lower()) if q.pci_bus_id and first else q.index
+            if i is not None:
+                out[i] = q
+        return out
+
     async def postchecks(self) -> None:
         try:
             got = await self.query(GPU_CHECK_FIELDS)
         except StageError:
             got = []
-        after = {q.index: q for q in got if q.index is not None}
+        after = self.by_first_index(got)
         xid_before = self.xid_before
         xid_after = await self.xids()
         seen = {(x.pci.lower(), x.xid, x.message) for x in xid_before}

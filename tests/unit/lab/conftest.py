@@ -16,12 +16,13 @@ import pytest
 
 # The suite runs with --import-mode=importlib, which puts no test folder on
 # sys.path; register the helper module by path so test files can import it.
-if "lab_client_helpers" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("lab_client_helpers", Path(__file__).with_name("lab_client_helpers.py"))
-    assert _spec and _spec.loader
-    _mod = importlib.util.module_from_spec(_spec)
-    sys.modules["lab_client_helpers"] = _mod
-    _spec.loader.exec_module(_mod)
+if "lab_client_helpers" not in sys.modules or "local_host" not in sys.modules:
+    for _name in ("lab_client_helpers", "local_host"):
+        _spec = importlib.util.spec_from_file_location(_name, Path(__file__).with_name(f"{_name}.py"))
+        assert _spec and _spec.loader
+        _mod = importlib.util.module_from_spec(_spec)
+        sys.modules[_name] = _mod
+        _spec.loader.exec_module(_mod)
 
 from fleetctl_lab.bmc import LabConfig, LabServerSpec, generate_specs, run_lab_in_thread
 from lab_client_helpers import RF
