@@ -133,6 +133,18 @@ def lab_counts(control: str, names: list[str]) -> dict[str, int]:
     return asyncio.run(_lab_counts(control, names))
 
 
+def lab_requests(control: str) -> int:
+    """Redfish requests the lab's BMCs have served in all (``GET /lab/v1``, the lab's own count); -1 if unreadable."""
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{control}/lab/v1", timeout=30) as r:
+            return int(json.loads(r.read()).get("requests", -1))
+    except (OSError, ValueError):
+        return -1
+
+
 def set_latency(control: str, ms: float) -> None:
     import json
     import urllib.request

@@ -18,7 +18,8 @@ lab's snmpsim), ``--latency-ms`` is injected on every BMC through
    of each process (VmHWM of the command and of each worker, sampled from
    /proc while it runs; ru_maxrss: the largest), and the lab's CPU over the
    same window (the daemon and its snmpsim child, /proc/<pid>/stat), which no
-   client can beat on this machine. From the CPU per target: what 8 and 32
+   client can beat on this machine; the daemon's CPU per Redfish request it
+   served (its own count, ``GET /lab/v1`` "requests") beside the client's. From the CPU per target: what 8 and 32
    cores would take (fleetctl's CPU alone, the lab elsewhere), and the
    machine's limit here (the client's and the lab's CPU over its cores).
 2. ``fleetctl sweep tag=mncore2 --processes 1`` (the servers only: the BMC part), in a
@@ -421,11 +422,13 @@ def sweep_phase(lab: dict[str, Any], tmp: Path, label: str, cmd: list[str]) -> d
     env = child_env(FLEETCTL_DB=lab["db"])
     out_path = tmp / f"{label}.json"
     d0, s0 = tree_cpu(lab["pid"])
+    q0 = B.lab_requests(lab["control"])
     load0 = load()
     with out_path.open("wb") as out:
         m = measured(cmd, env, stdout=out)
     d1, s1 = tree_cpu(lab["pid"])
-    m.update(lab_cpu=d1 - d0, snmp_cpu=s1 - s0, load_before=load0, load_after=load())
+    q1 = B.lab_requests(lab["control"])
+    m.update(lab_cpu=d1 - d0, snmp_cpu=s1 - s0, load_before=load0, load_after=load(), lab_requests=q1 - q0 if min(q0, q1) >= 0 else 0)
     try:
         m["json"] = json.loads(out_path.read_text())
     except ValueError:
@@ -456,6 +459,18 @@ def describe(label: str, m: dict[str, Any], targets: int) -> None:
         f"peak RSS {m['rss_mb']:.0f} MB{per}")  # fmt: skip
     say(f"    lab CPU over the same window: daemon {m['lab_cpu']:.1f} s, snmpsim {m['snmp_cpu']:.1f} s; "
         f"load {m['load_before']} -> {m['load_after']}")  # fmt: skip
+    if m.get("lab_requests"):
+        say(f"    per Redfish request ({m['lab_requests']:,} served, the lab's count): {per_request(m)}")
+
+
+def per_request(m: dict[str, Any]) -> str:
+    """The lab daemon's CPU per Redfish request it served beside the client's CPU over the same requests.
+
+    The client's figure is an upper bound when it also read switches (sweep all: SNMP is in its CPU too);
+    the daemon's includes the switch lab's SSH side, idle during a sweep (snmpsim is a child of its own).
+    """
+    n = max(m.get("lab_requests") or 0, 1)
+    return f"lab daemon {m['lab_cpu'] / n * 1000:.3f} ms, client {m['cpu'] / n * 1000:.3f} ms"
 
 
 def ansible_phase(lab: dict[str, Any], tmp: Path, count: int, forks: int) -> dict[str, Any] | None:
@@ -585,9 +600,12 @@ def scale(args: argparse.Namespace, n: int, tmp: Path, rows: list[tuple[str, str
         c0 = B.lab_counts(lab["control"], sample)
         bare_out = tmp / f"bare-{n}.json"
         d0, _ = tree_cpu(lab["pid"])
+        q0 = B.lab_requests(lab["control"])
         load0 = load()
         mb = measured(helper("bare", tfile, plans_file, args.concurrency, 2, bare_out), child_env())
         mb["lab_cpu"] = tree_cpu(lab["pid"])[0] - d0
+        q1 = B.lab_requests(lab["control"])
+        mb["lab_requests"] = q1 - q0 if min(q0, q1) >= 0 else 0
         c1 = B.lab_counts(lab["control"], sample)
         same = sum(1 for s in sample if c1[s] - c0[s] == len(plans[s]))
         bj = json.loads(bare_out.read_text()) if bare_out.exists() else {}
@@ -597,6 +615,8 @@ def scale(args: argparse.Namespace, n: int, tmp: Path, rows: list[tuple[str, str
         say(f"    client CPU {mb['cpu']:.1f} s = {mb['cpu'] / max(res['n'], 1) * 1000:.2f} ms per BMC; peak RSS {mb['rss_mb']:.0f} MB; "
             f"lab daemon CPU {mb['lab_cpu']:.1f} s; load {load0} -> {load()}; lab count = recorded count on {same}/{len(sample)} "
             "sampled BMCs")  # fmt: skip
+        if mb.get("lab_requests"):
+            say(f"    per Redfish request ({mb['lab_requests']:,} served): {per_request(mb)}")
         if mb["rc"] != 0:
             say(f"    bare client FAILED rc {mb['rc']}: {mb['stderr'][-1500:]}")
         mb.update(bj)
@@ -766,6 +786,10 @@ def main() -> int:
             row(f"{at}: peak RSS per process (command + workers)", shown, f"<= {RSS_TARGET_MB:.0f} MB" if big else "",
                 ("met" if peak <= RSS_TARGET_MB else "MISSED") if big else "")  # fmt: skip
             row(f"{at}: lab CPU daemon / snmpsim", f"{a['lab_cpu']:.1f} / {a['snmp_cpu']:.1f} s")
+            if a.get("lab_requests"):
+                n_req = a["lab_requests"]
+                row(f"{at}: CPU per BMC request, lab daemon / client ({n_req:,} requests)",
+                    f"{a['lab_cpu'] / n_req * 1000:.3f} / {a['cpu'] / n_req * 1000:.3f} ms")  # fmt: skip
             limit = (a["cpu"] + a["lab_cpu"] + a["snmp_cpu"]) / cores
             row(f"{at}: the machine's limit (client + lab CPU / {cores} cores)", f"{limit:.1f} s")
             row(f"{at}: wall / the machine's limit", f"{a['wall'] / limit:.2f}x", f"<= {WALL_LIMIT_TARGET:g}x" if big and procs > 1 else "",
@@ -785,6 +809,11 @@ def main() -> int:
                 "met" if ratio <= FLOOR_TARGET else "MISSED")
             row(f"[{r['n']:,}] CPU fleetctl / bare", f"{b['cpu']:.1f} / {bare['cpu']:.1f} s")
             row(f"[{r['n']:,}] lab CPU fleetctl / bare phase", f"{b['lab_cpu']:.1f} / {bare['lab_cpu']:.1f} s")
+            for who, x in (("fleetctl", b), ("bare", bare)):
+                if x.get("lab_requests"):
+                    n_req = x["lab_requests"]
+                    row(f"[{r['n']:,}] BMCs only, {who}: CPU per request, lab daemon / client ({n_req:,} requests)",
+                        f"{x['lab_cpu'] / n_req * 1000:.3f} / {x['cpu'] / n_req * 1000:.3f} ms")  # fmt: skip
         alt = r.get("alt")
         if alt and b:
             row(f"[{r['n']:,}] BMCs only, concurrency {args.concurrency} / {args.alt_concurrency}: wall",

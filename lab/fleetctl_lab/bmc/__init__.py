@@ -105,7 +105,7 @@ from the start of PoweringOn to the end of PoweringOff), ``boot_log``
 
 Control endpoint (plain HTTP on 127.0.0.1, ``lab.control_url``)::
 
-    GET    /lab/v1                       summary and the fault catalogue
+    GET    /lab/v1                       summary, the fault catalogue, Redfish requests served by all BMCs
     GET    /lab/v1/bmcs                  {name: {url, fingerprint, flavour, system_id}}
     GET    /lab/v1/bmcs/{name}[/counters]  counters as above plus url
     GET    /lab/v1/bmcs/{name}/faults

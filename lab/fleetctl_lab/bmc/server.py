@@ -79,6 +79,9 @@ class BMCLab:
         self.started_at: float | None = None
         self.start_seconds: float | None = None
         self.hosts: Any = None  # fleetctl_lab.hosts.HostLab with config.hosts
+        # Redfish requests served by every BMC together (GET /lab/v1 "requests"): the bench divides the
+        # daemon's CPU by it, without reading 10,000 per-BMC counters
+        self.requests = 0
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -288,6 +291,7 @@ class BMCLab:
         if bmc is None:
             return web.Response(status=421, text="unknown lab address")
         bmc.counters.requests += 1
+        self.requests += 1
         faults = bmc.faults
         if faults:
             early = await self._apply_faults(bmc, request, faults)
@@ -415,7 +419,8 @@ class BMCLab:
 
         async def root(_: web.Request) -> web.Response:
             return web.json_response({"count": len(self.bmcs), "control_url": self.control_url, "faults": FAULTS,
-                                      "started_at": self.started_at, "start_seconds": self.start_seconds})
+                                      "started_at": self.started_at, "start_seconds": self.start_seconds,
+                                      "requests": self.requests})  # fmt: skip
 
         async def bmcs(_: web.Request) -> web.Response:
             return web.json_response(self.status()["servers"])
