@@ -30,9 +30,10 @@ transaction; no credential is ever written (the cluster by name).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -443,6 +444,25 @@ def held(c: Any) -> list[MaintenanceRow]:
 # --- the operator's commands: fleetctl k8s cordon|drain|uncordon -----------------------
 
 
+@contextlib.contextmanager
+def _free_node(c: Any, server: str, job: int, opener: Opener) -> Iterator[tuple[NodeRef, ClusterClient, Node] | None]:
+    """The server's node with its client open, once no running job but ``job`` holds it (an operator's cordon or
+    uncordon never takes a node from a live job); None: the server is no node.
+
+    Raises:
+        MaintenanceRefused: (exit 2) a job that still runs holds the node.
+    """
+    found = _node_of(c, server, opener)
+    if found is None:
+        yield None
+        return
+    with found[1]:
+        holder = _holder(c.engine, server, job)
+        if holder is not None:
+            raise MaintenanceRefused(holder)
+        yield found
+
+
 def cordon(c: Any, server: str, *, job: int, why: str, opener: Opener | None = None) -> MaintenanceRow | None:
     """Cordon the server's node with the taint naming ``job``, journaled (``cordoned``: no drain); None: no node.
 
@@ -450,14 +470,10 @@ def cordon(c: Any, server: str, *, job: int, why: str, opener: Opener | None = N
         MaintenanceRefused: (exit 2) a job that still runs holds the node.
         K8sError, NotFound: as :func:`enter`.
     """
-    found = _node_of(c, server, opener or _opener(DEFAULT_DEADLINE))
-    if found is None:
-        return None
-    ref, client, node = found
-    with client:
-        holder = _holder(c.engine, server, job)
-        if holder is not None:
-            raise MaintenanceRefused(holder)
+    with _free_node(c, server, job, opener or _opener(DEFAULT_DEADLINE)) as found:
+        if found is None:
+            return None
+        ref, client, node = found
         row = _take(c.engine, ref, node, job=job, why=why, state=CORDONED)
         try:
             update_node(client, node.name, _cordon_change(job))
@@ -476,14 +492,10 @@ def uncordon(c: Any, server: str, *, job: int, opener: Opener | None = None) -> 
         K8sError, NotFound: as :func:`enter`.
     """
     opener = opener or _opener(DEFAULT_DEADLINE)
-    found = _node_of(c, server, opener)
-    if found is None:
-        return None
-    ref, client, node = found
-    with client:
-        holder = _holder(c.engine, server, job)
-        if holder is not None:
-            raise MaintenanceRefused(holder)
+    with _free_node(c, server, job, opener) as found:
+        if found is None:
+            return None
+        ref, client, node = found
         with c.engine.connect() as conn:
             row = _open_row(conn, server)
         if row is None:
