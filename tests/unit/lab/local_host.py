@@ -4,11 +4,14 @@ stage runner and sweep reader reach a lab host through it, with only the SSH tra
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+from fleetctl_lab.bmc.spec import LabServerSpec
 from fleetctl_lab.host_standins import TIME_SCALE_ENV
 from fleetctl_lab.hosts import HostSandbox
 
@@ -57,3 +60,19 @@ class LocalHost:
     async def batch(self, commands: Mapping[str, str], *, timeout: float, max_bytes: int = hostio.MAX_OUTPUT_BYTES) -> dict[str, Any]:
         script, token = hostio.batch_script(commands)
         return hostio.parse_batch((await self.run(script, timeout=timeout, max_bytes=max_bytes)).stdout, token)
+
+
+def sandboxed(tmp_path: Path, monkeypatch: Any, spec: LabServerSpec) -> tuple[HostSandbox, HostTarget]:
+    """A lab host's sandbox for ``spec`` (booted, installed, at the lab's time scale 0.05), with ``hostio.connect``
+    reaching it through :class:`LocalHost`."""
+    monkeypatch.setenv(TIME_SCALE_ENV, "0.05")
+    sb = HostSandbox(tmp_path / "lab", spec)
+    sb.sync({"install_id": 1, "boot_id": 1, "installed_at": None, "boot_source": "pxe", "boot_image": None, "devices_missing": 0})
+    target = HostTarget(name=spec.name, address="127.0.0.1")
+
+    @contextlib.asynccontextmanager
+    async def connect(t: HostTarget, *, timeout: float) -> AsyncIterator[LocalHost]:
+        yield LocalHost(sb, t)
+
+    monkeypatch.setattr(hostio, "connect", connect)
+    return sb, target

@@ -13,18 +13,15 @@ same through the CLI, the inventory and SSH).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from fleetctl_lab.bmc.spec import LabBoard, LabServerSpec
-from fleetctl_lab.host_standins import TIME_SCALE_ENV, set_board_fault
+from fleetctl_lab.host_standins import set_board_fault
 from fleetctl_lab.hosts import HostSandbox
-from local_host import LocalHost
+from local_host import sandboxed
 
-from fleetctl import hostio
 from fleetctl.burnin import criteria as criteria_mod
 from fleetctl.burnin.host import burn
 from fleetctl.burnin.verdict import evaluate
@@ -41,19 +38,9 @@ BDFS = ["0000:0c:00.0", "0000:22:00.0", "0000:38:00.0", "0000:5c:00.0", "0000:9f
 
 @pytest.fixture
 def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[HostSandbox, HostTarget]:
-    monkeypatch.setenv(TIME_SCALE_ENV, "0.05")
     boards = [LabBoard(kind=KIND, serial=f"PCB-MI300X-{n:04d}", slot=n, pci_address=bdf) for n, bdf in enumerate(BDFS)]
     spec = LabServerSpec(name=SERVER, serial="AMDS-0001", model="AS-8125GS-TNMR2", manufacturer="Supermicro", boards=boards)
-    sb = HostSandbox(tmp_path / "lab", spec)
-    sb.sync({"install_id": 1, "boot_id": 1, "installed_at": None, "boot_source": "pxe", "boot_image": None, "devices_missing": 0})
-    target = HostTarget(name=SERVER, address="127.0.0.1")
-
-    @contextlib.asynccontextmanager
-    async def connect(t: HostTarget, *, timeout: float) -> AsyncIterator[LocalHost]:
-        yield LocalHost(sb, t)
-
-    monkeypatch.setattr(hostio, "connect", connect)
-    return sb, target
+    return sandboxed(tmp_path, monkeypatch, spec)
 
 
 def _burn(sb: HostSandbox, target: HostTarget, *, force: bool = False, seconds: float = 2.0) -> dict[int | None, tuple[str, set[str]]]:

@@ -7,18 +7,15 @@ The lab host's nvidia-smi lists the GPUs present in order, as the real one does 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from fleetctl_lab.bmc.spec import LabBoard, LabServerSpec
-from fleetctl_lab.host_standins import TIME_SCALE_ENV, set_board_fault
+from fleetctl_lab.host_standins import set_board_fault
 from fleetctl_lab.hosts import HostSandbox
-from local_host import LocalHost
+from local_host import sandboxed
 
-from fleetctl import hostio
 from fleetctl.burnin.host import burn
 from fleetctl.interfaces.accel import BurninJob, InvBoard
 from fleetctl.interfaces.host import HostTarget
@@ -28,19 +25,9 @@ SERVER, MODEL = "gpu-lab-01", "gpu-8x-a100"
 
 @pytest.fixture
 def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[HostSandbox, HostTarget]:
-    monkeypatch.setenv(TIME_SCALE_ENV, "0.05")
     boards = [LabBoard(kind="gpu", serial=f"GPU-RN-{n:04d}", slot=n, model="NVIDIA A100-SXM4-80GB") for n in range(8)]
     spec = LabServerSpec(name=SERVER, serial="GPUS-0001", model="DGX-A100", manufacturer="NVIDIA", boards=boards)
-    sb = HostSandbox(tmp_path / "lab", spec)
-    sb.sync({"install_id": 1, "boot_id": 1, "installed_at": None, "boot_source": "pxe", "boot_image": None, "devices_missing": 0})
-    target = HostTarget(name=SERVER, address="127.0.0.1")
-
-    @contextlib.asynccontextmanager
-    async def connect(t: HostTarget, *, timeout: float) -> AsyncIterator[LocalHost]:
-        yield LocalHost(sb, t)
-
-    monkeypatch.setattr(hostio, "connect", connect)
-    return sb, target
+    return sandboxed(tmp_path, monkeypatch, spec)
 
 
 def test_a_gpu_lost_mid_run_leaves_the_others_their_own_samples_and_checks(host: tuple[HostSandbox, HostTarget]) -> None:
