@@ -63,6 +63,11 @@ class SnmpTarget(_Model):
         bulk_varbinds: varbinds asked for in one GETBULK across all columns
             walked at once (agents cap a response; 64 is snmpsim's and a
             common switch limit).
+        ports: the ports (by ifName, else ifDescr) whose per-port IF-MIB
+            columns (counters, speeds, last change) an ``if``/``counters``
+            poll reads; every port is still listed with its name and oper
+            status. None (the default): every port's columns. The sweep
+            gives the ports the cabling plan cables.
         max_fdb_rows: MAC table rows one ``fdb`` poll keeps (a core switch
             learns tens of thousands; the walk stops there, with a warning).
         driver: the name of the poller (entry point in ``fleetctl.snmp``)
@@ -85,6 +90,7 @@ class SnmpTarget(_Model):
     timeout: float = Field(2.0, gt=0)
     retries: int = Field(1, ge=0)
     bulk_varbinds: int = Field(64, ge=1, le=2000)
+    ports: tuple[str, ...] | None = None
     max_fdb_rows: int = Field(16_384, ge=1, le=1_000_000)
     driver: str = "pysnmp"
 

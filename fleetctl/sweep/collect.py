@@ -296,3 +296,17 @@ def switch_expectations(conn: Any, switches: list[Any]) -> dict[str, SwitchExpec
     sites = dict(conn.execute(select(T.rack.c.name, T.site.c.name).join(T.site, T.site.c.id == T.rack.c.site_id)).all())
     plan = expected_neighbours(conn, {s.name for s in switches})
     return {s.name: SwitchExpect(s.name, sites.get(s.rack, ""), s.rack, cabled=plan.get(s.name, {})) for s in switches}
+
+
+def cabled_targets(targets: list[Any], expect: dict[str, SwitchExpect]) -> list[Any]:
+    """The SNMP targets, each with the ports whose counters the switch checks judge: those the plan cables.
+
+    Every port is still listed (name, oper status); only the cabled ones' counters are read
+    (``SnmpTarget.ports``). A switch the plan cables nothing on keeps ``ports=None``, every
+    port's counters: without a plan for it, no port is known to matter less than another.
+    """
+    out = []
+    for t in targets:
+        e = expect.get(t.name)
+        out.append(t.model_copy(update={"ports": tuple(sorted(e.cabled))}) if e is not None and e.cabled else t)
+    return out

@@ -36,6 +36,7 @@ from fleetctl.sweep.collect import (
     ServerReading,
     SwitchReading,
     bmc_operation,
+    cabled_targets,
     previous_poll,
     server_expectations,
     switch_cursor,
@@ -434,6 +435,7 @@ async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches
     for name, why in bunreach.items():
         server_verdict(name, ServerReading(session_error=f"{name}: {why}", session_error_type="Inventory"), why)
     starget, sunreach = snmp_targets(switches, timeout=opts.request_timeout, retries=opts.retries)
+    starget = cabled_targets(starget, wexp)  # per-port counters only for the ports the plan cables
 
     for name, why in sunreach.items():
         server_less = PollResult(target=name, host="", port=161, polled_at=dt.datetime.now(dt.UTC), error=f"{name}: {why}",

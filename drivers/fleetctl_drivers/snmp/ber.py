@@ -73,6 +73,8 @@ VERSION_1 = 0
 VERSION_2C = 1
 VERSION_3 = 3
 
+TOO_BIG = 1  # error-status tooBig (RFC 3416): the response would not fit the agent's message size
+
 ERROR_STATUS_NAMES = (
     "noError",
     "tooBig",

@@ -16,6 +16,23 @@ How a poll of one agent goes:
 3. If the agent has no 64-bit octet counters, walk the 32-bit ones (and, for
    a ``counters`` poll, ifDescr when the agent has no ifName).
 
+A target with ``ports`` (the sweep gives the ports its cabling plan cables)
+walks only ifName and ifOperStatus of every port (every port is listed, the
+ports-up figure stays whole), then GETs the other IF-MIB columns for the
+ifIndexes of those ports alone: a leaf with 8 of 64 ports cabled reads 8
+rows of counters, not 64. A GET of the rows wanted never costs more
+varbinds than a GETBULK from the row before the first (which reads every
+row in between), so it is always a GET.
+
+How many varbinds one request carries is learned per agent for the
+poller's life (a sweep's run): it starts at the target's ``bulk_varbinds``,
+doubles after every whole answer up to ``max_bulk_varbinds`` (256), and stops at
+what the agent returns when it cuts a GETBULK short (snmpsim cuts at 64,
+net-snmp's snmpd at 100: its ``maxGetbulkResponses``). A ``tooBig`` answer
+halves it and the request is sent again smaller; a timeout of an ask grown
+beyond ``bulk_varbinds`` (an agent that drops what it cannot answer) goes
+back to ``bulk_varbinds`` and tries once more.
+
 SNMPv2c requests go through :mod:`.v2c`: a strict BER codec of our own
 (:mod:`.ber`) on one asyncio UDP socket shared by every agent, request-id
 demultiplexed, per-agent timeout and retries. pysnmp/pyasn1 spend ~0.16 ms
@@ -85,6 +102,13 @@ MAX_ROWS_PER_COLUMN = 20_000
 #: round trips, well under a second on a LAN; an agent that keeps answering
 #: slowly with new rows is stopped here even below the row bound.
 WALK_DEADLINE_S = 120.0
+#: Varbinds one request may grow to (learned per agent, see the module's docstring):
+#: 256 varbinds of IF-MIB are about 10 kB, a datagram every agent fleetctl met returns whole.
+MAX_BULK_VARBINDS = 256
+
+# What a poll with ``ports`` walks for every port: the names (to find the
+# ports' ifIndexes) and the oper status (the ports-up figure counts every port).
+_IF_MAP = (parse.IF_NAME, parse.IF_OPER_STATUS)
 
 
 __all__ = ["SnmpPollError", "SnmpPoller", "poll_many", "poll_many_sync"]
@@ -116,6 +140,7 @@ class SnmpPoller(Poller):
         v3: str = "ber",
         max_rows: int = MAX_ROWS_PER_COLUMN,
         walk_deadline_s: float = WALK_DEADLINE_S,
+        max_bulk_varbinds: int = MAX_BULK_VARBINDS,
     ) -> None:
         for name, value in (("v2c", v2c), ("v3", v3)):
             if value not in ("ber", "pysnmp"):
@@ -124,6 +149,10 @@ class SnmpPoller(Poller):
         self.v3 = v3
         self.max_rows = max_rows
         self.walk_deadline_s = walk_deadline_s
+        self.max_bulk_varbinds = max_bulk_varbinds
+        # per (host, port, "bulk"|"get"): the varbinds one request carries, learned (see the module's docstring)
+        self._ask: dict[tuple[str, int, str], int] = {}
+        self._settled: set[tuple[str, int, str]] = set()  # the agent showed its limit: no more growing
         self._v2c_client = V2cClient()
         self._fallback: set[tuple[str, int]] = set()  # agents our decoder rejected: pysnmp from then on
         self._engines: list[tuple[Any, dict[str, tuple[str, str, str, str, str]]]] = []
@@ -302,8 +331,83 @@ class SnmpPoller(Poller):
             raise SnmpPollError("protocol", f"{target.host}:{target.port}: {error_indication}")
         if error_status and int(error_status) != 0:
             status = error_status.prettyPrint() if hasattr(error_status, "prettyPrint") else str(error_status)
-            raise SnmpPollError("protocol", f"{target.host}:{target.port} answered {status} at varbind {int(error_index)}")
+            raise SnmpPollError("protocol", f"{target.host}:{target.port} answered {status} at varbind {int(error_index)}",
+                                too_big=int(error_status) == ber.TOO_BIG)  # fmt: skip
         return [(tuple(o), v) for o, v in vbs]
+
+    # ------------------------------------------------- request sizes (learned)
+
+    def varbinds_per_request(self, target: SnmpTarget, kind: str = "bulk") -> int:
+        """The varbinds the next ``kind`` request to this agent asks for (learned, see the module's docstring).
+
+        A GET starts where the agent's GETBULKs settled (the walk comes first).
+        """
+        key = (target.host, target.port, kind)
+        ask = self._ask.get(key)
+        if ask is None and kind == "get":
+            ask = self._ask.get((target.host, target.port, "bulk"))
+        return ask if ask is not None else target.bulk_varbinds
+
+    def _learn(self, target: SnmpTarget, kind: str, asked: int, got: int, *, full: bool) -> None:
+        """After an answer of ``got`` varbinds to ``asked``; ``full``: the request was as large as allowed."""
+        key = (target.host, target.port, kind)
+        now = self.varbinds_per_request(target, kind)
+        if got < asked:  # the agent cut the answer short: that is its limit
+            self._ask[key] = max(1, got)
+            self._settled.add(key)
+        elif key not in self._settled and full:
+            # a larger bulk_varbinds than the ceiling is the inventory's word: it is kept, not grown
+            self._ask[key] = max(now, min(self.max_bulk_varbinds, asked * 2))
+
+    def _shrink(self, target: SnmpTarget, kind: str, asked: int, e: SnmpPollError) -> bool:
+        """After a failed request of ``asked`` varbinds: True if a smaller one is worth sending."""
+        key = (target.host, target.port, kind)
+        if e.too_big and asked > 1:
+            self._ask[key] = max(1, asked // 2)
+            self._settled.add(key)
+            return True
+        base = target.bulk_varbinds
+        if e.kind == "timeout" and asked > base and key not in self._settled:
+            # NOTE: an agent that drops a request it cannot answer (instead of
+            # cutting it or saying tooBig) looks dead; the configured size is tried once.
+            self._ask[key] = base
+            self._settled.add(key)
+            return True
+        return False
+
+    async def _getbulk(self, target: SnmpTarget, cursors: list[Oid], reps_limit: int | None) -> list[tuple[Oid, Any]]:
+        """One GETBULK of ``cursors`` as large as the agent allows (at most ``reps_limit`` repetitions)."""
+        width = len(cursors)
+        while True:
+            most = max(1, self.varbinds_per_request(target, "bulk") // width)
+            reps = most if reps_limit is None else min(most, reps_limit)
+            try:
+                vbs = await self._request(target, "bulk", cursors, reps)
+            except SnmpPollError as e:
+                if reps > 1 and self._shrink(target, "bulk", width * reps, e):
+                    continue
+                raise
+            self._learn(target, "bulk", width * reps, len(vbs), full=reps == most)
+            return vbs
+
+    async def get_many(self, target: SnmpTarget, oids: Sequence[Oid]) -> list[tuple[Oid, Any]]:
+        """GET every OID of ``oids`` in as few requests as the agent allows; (oid, value) pairs in order."""
+        out: list[tuple[Oid, Any]] = []
+        pos = 0
+        while pos < len(oids):
+            n = self.varbinds_per_request(target, "get")
+            chunk = list(oids[pos : pos + n])
+            try:
+                vbs = await self._request(target, "get", chunk)
+            except SnmpPollError as e:
+                if len(chunk) > 1 and self._shrink(target, "get", len(chunk), e):
+                    continue
+                raise
+            # a GET is answered whole or not at all: a full chunk may grow, a short last one says nothing
+            self._learn(target, "get", len(chunk), len(chunk), full=len(chunk) == n)
+            out += vbs
+            pos += len(chunk)
+        return out
 
     async def walk_columns(
         self,
@@ -356,12 +460,12 @@ class SnmpPoller(Poller):
                     f"{where}: the walk of {names} did not end within {self.walk_deadline_s:g} s "
                     f"({max(seen.values())} rows read; the bound is SnmpPoller.walk_deadline_s)",
                 )
-            reps = max(1, target.bulk_varbinds // len(active))
+            limit = None
             if rows_hint is not None and rows_hint >= 0:
                 left = rows_hint + 1 - min(seen[c] for c in active)
                 if left >= 1:
-                    reps = min(reps, left)
-            vbs = await self._request(target, "bulk", [cursor[c] for c in active], reps)
+                    limit = left
+            vbs = await self._getbulk(target, [cursor[c] for c in active], limit)
             width = len(active)
             if not vbs:
                 break
@@ -458,14 +562,21 @@ class SnmpPoller(Poller):
         result.sys_uptime_ticks = None if up is None or _is_exception(up) else int(up)
         name = got.get(parse.SYS_NAME)
         result.sys_name = None if name is None or _is_exception(name) else parse.text(_plain(name))
-        columns = list(dict.fromkeys(c for w in what if w != "fdb" for c in parse.COLUMNS[w]))
+        only = target.ports if if_mib else None  # the ports whose per-port columns are read (None: all)
+        columns = list(dict.fromkeys(c for w in what if w != "fdb"
+                                     for c in (_IF_MAP if only is not None and w in ("if", "counters") else parse.COLUMNS[w])))  # fmt: skip
         rows_hint = None
         if if_mib and all(w in ("if", "counters") for w in what):  # every column is indexed by ifIndex
             n = got.get(parse.IF_NUMBER)
             n = None if n is None or _is_exception(n) else _plain(n)
             rows_hint = n if isinstance(n, int) and 0 <= n <= 100_000 else None
         cols = await self.walk_columns(target, columns, rows_hint=rows_hint, warnings=result.warnings) if columns else {}
-        if if_mib:
+        if if_mib and only is not None:
+            cols.update(await self._port_columns(target, cols, "if" if "if" in what else "counters", only, result.warnings))
+            result.interfaces = parse.interfaces(cols)
+            if not result.interfaces:
+                result.warnings.append("IF-MIB: no interfaces")
+        elif if_mib:
             more: list[Oid] = []
             if not cols.get(parse.IF_HC_IN_OCTETS) and not cols.get(parse.IF_HC_OUT_OCTETS):
                 more += parse.IF_32BIT_OCTETS if "if" in what else parse.IF_32BIT_COUNTERS
@@ -492,6 +603,44 @@ class SnmpPoller(Poller):
             result.fdb = parse.fdb(fdb_cols)
             if not fdb_cols.get(parse.DOT1Q_TP_FDB_PORT) and not fdb_cols.get(parse.DOT1D_TP_FDB_PORT):
                 result.warnings.append("BRIDGE-MIB/Q-BRIDGE-MIB: no MAC address table")
+
+    async def _port_columns(self, target: SnmpTarget, cols: Columns, part: str, ports: Sequence[str], warnings: list[str]) -> Columns:
+        """The per-port IF-MIB columns of ``part`` for the rows of ``ports`` alone (GETs), given the walked names.
+
+        A port is found by the name the checks know it by (ifName, else
+        ifDescr, else its ifIndex: :attr:`InterfaceCounters.label`); ifDescr
+        is walked only when a row has no ifName. Columns an agent lacks for a
+        row (noSuchObject/noSuchInstance) stay absent, as in a walk.
+        """
+        names = cols.get(parse.IF_NAME, {})
+        rows = {k for c in _IF_MAP for k in cols.get(c, {}) if len(k) == 1}
+        got: Columns = {}
+        if not rows or any(not parse.text(names.get(k)) for k in rows):
+            got.update(await self.walk_columns(target, [parse.IF_DESCR], warnings=warnings))
+        descrs = got.get(parse.IF_DESCR, {})
+        wanted = set(ports)
+
+        def label(k: Oid) -> str:
+            return parse.text(names.get(k)) or parse.text(descrs.get(k)) or str(k[0])
+
+        chosen = sorted(k for k in rows | set(descrs) if label(k) in wanted)
+        per_port = [c for c in parse.COLUMNS[part] if c not in _IF_MAP and c not in got]
+
+        async def fetch(columns: Sequence[Oid]) -> None:
+            for c in columns:
+                got.setdefault(c, {})
+            # OID -> (column, row): an answer is placed by the OID it names, in whatever order it came
+            where = {(*c, *k): (c, k) for k in chosen for c in columns}
+            for o, v in await self.get_many(target, list(where)):
+                if o in where and not _is_exception(v):
+                    c, k = where[o]
+                    got[c][k] = _plain(v)
+
+        if chosen:
+            await fetch(per_port)
+            if not got.get(parse.IF_HC_IN_OCTETS) and not got.get(parse.IF_HC_OUT_OCTETS):
+                await fetch(parse.IF_32BIT_OCTETS if part == "if" else parse.IF_32BIT_COUNTERS)
+        return got
 
     async def poll_many(
         self,

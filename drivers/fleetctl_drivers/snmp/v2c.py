@@ -68,11 +68,12 @@ def client_socket(family: int = socket.AF_INET) -> socket.socket:
 class SnmpPollError(Exception):
     """Internal: one agent's poll failed (becomes PollResult.error)."""
 
-    def __init__(self, kind: ErrorKind, message: str, *, codec: bool = False) -> None:
+    def __init__(self, kind: ErrorKind, message: str, *, codec: bool = False, too_big: bool = False) -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind
         self.message = message
         self.codec = codec  # our BER decoder rejected the agent's answer
+        self.too_big = too_big  # the agent answered tooBig: the same request in smaller parts may pass
 
 
 class _Slot:
@@ -204,7 +205,8 @@ class V2cClient:
             packet = ber.community_message(community, ber.request_pdu(kind, rid, oids, max_repetitions))
             msg = await self._exchange(target, tr, sockaddr, rid, _Slot(tuple(sockaddr[:2]), community), lambda: packet)
         if msg.error_status != 0:
-            raise SnmpPollError("protocol", f"{target.host}:{target.port} answered {msg.error_name} at varbind {msg.error_index}")
+            raise SnmpPollError("protocol", f"{target.host}:{target.port} answered {msg.error_name} at varbind {msg.error_index}",
+                                too_big=msg.error_status == ber.TOO_BIG)  # fmt: skip
         return msg.varbinds
 
     async def _exchange(
