@@ -16,6 +16,7 @@ from typing import Any
 from fleetctl_lab.bmc.flavours import HGX_SYSTEM
 from fleetctl_lab.bmc.state import (
     FAULTS,
+    SESSIONS_SHOWN_UNDER,
     LabActionError,
     SimBMC,
     _board_fw_id,
@@ -489,7 +490,7 @@ def log_service(bmc: SimBMC, base: str, name: str) -> dict[str, Any]:
         "MaxNumberOfRecords": 500,
         "OverWritePolicy": "WrapsWhenFull",
         "ServiceEnabled": True,
-        "DateTime": iso(time.time()),
+        "DateTime": iso(bmc.wall_clock()),
         "Entries": _ref(f"{p}/Entries"),
         "Status": {"State": "Enabled", "Health": "OK"},
         "Actions": {"#LogService.ClearLog": {"target": f"{p}/Actions/LogService.ClearLog"}},
@@ -1021,7 +1022,7 @@ def manager(bmc: SimBMC) -> dict[str, Any]:
         "Model": f.manager_model,
         "FirmwareVersion": bmc.firmware.get("BMC", ""),
         "UUID": _uuid(bmc),
-        "DateTime": iso(time.time() + skew),
+        "DateTime": iso(bmc.wall_clock(skew)),
         "DateTimeLocalOffset": "+00:00",
         "LastResetTime": iso(bmc.boot_time),
         "Status": {"State": "Enabled", "Health": "OK"},
@@ -1221,6 +1222,12 @@ def dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:
         return _dispatch(bmc, method, path, body)
     except LabActionError as e:
         return err(bmc, e.status, e.message_id, e.message, e.args_)
+    finally:
+        if method not in ("GET", "HEAD") and not path.startswith(SESSIONS_SHOWN_UNDER):
+            # PATCH, POST and DELETE write the BMC's state, some of it straight into its attributes
+            # (AssetTag, ClearLog, Manager.Reset's sessions): whatever they did, rendered answers are stale.
+            # A logout changes only the sessions, which no kept answer shows.
+            bmc.touch()
 
 
 def _dispatch(bmc: SimBMC, method: str, path: str, body: Any) -> Result:

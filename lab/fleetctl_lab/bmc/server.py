@@ -17,10 +17,12 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import random
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from fleetctl.errors import FleetError, InputError
 from fleetctl_lab.bmc.certs import ensure_cert, server_context, wrong_context
 from fleetctl_lab.bmc.resources import dispatch, error_body, session_doc
 from fleetctl_lab.bmc.spec import LabConfig, LabServerSpec
-from fleetctl_lab.bmc.state import FAULTS, LabActionError, SimBMC
+from fleetctl_lab.bmc.state import FAULTS, PER_REQUEST_FAULTS, SESSIONS_SHOWN_UNDER, LabActionError, SimBMC
 from fleetctl_lab.threads import LoopProxy, serve_in_thread
 
 log = logging.getLogger("fleetctl_lab")
@@ -42,6 +44,24 @@ _HDRS = {"OData-Version": "4.0", "Cache-Control": "no-cache"}
 
 def _dumps(doc: Any) -> str:
     return json.dumps(doc, separators=(",", ":"))
+
+
+@dataclass(slots=True)
+class Rendered:
+    """A GET answer of one BMC, as it went out: served again while the BMC is at ``version`` and until ``until``."""
+
+    version: int
+    until: float
+    body: bytes
+    etag: str
+    headers: dict[str, str]  # every header the handler sets, ETag and Content-Type included
+
+    def response(self, if_none_match: str) -> web.Response:
+        # An ETag on every document, and 304 to an If-None-Match that names it, as iLO 5, iDRAC and bmcweb do
+        # (the sweep's conditional GETs, issue 24).
+        if self.etag in if_none_match:
+            return web.Response(status=304, headers={k: v for k, v in self.headers.items() if k != "Content-Type"})
+        return web.Response(status=200, body=self.body, headers=self.headers)
 
 
 class BMCLab:
@@ -82,6 +102,11 @@ class BMCLab:
         # Redfish requests served by every BMC together (GET /lab/v1 "requests"): the bench divides the
         # daemon's CPU by it, without reading 10,000 per-BMC counters
         self.requests = 0
+        # Pre-rendered GET answers by (BMC index, path and query); their bodies' bytes against the budget
+        self._rendered: dict[tuple[int, str], Rendered] = {}
+        self._rendered_bytes = 0
+        self._render_budget = int(self.config.render_cache_mb * 1024 * 1024)
+        self.render_hits = 0
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -315,6 +340,15 @@ class BMCLab:
                     return self._unauthorized(bmc)
         elif path == "/redfish":
             return self._json(200, {"v1": "/redfish/v1/"}, {})
+        cacheable = (method == "GET" and self._render_budget > 0 and not path.startswith(SESSIONS_SHOWN_UNDER)
+                     and not (faults and not PER_REQUEST_FAULTS.isdisjoint(faults)))  # fmt: skip
+        if cacheable:
+            key = (bmc.index, request.path_qs)
+            kept = self._rendered.get(key)
+            if kept is not None and kept.version == bmc.version and now < kept.until:
+                self.render_hits += 1
+                return kept.response(request.headers.get("If-None-Match", ""))
+            bmc.rendered_until = math.inf
         body: Any = None
         if method == "POST" and request.content_type == "multipart/form-data":
             # A firmware push (MultipartHttpPushUri): the parts by name, as (file name, bytes).
@@ -340,14 +374,29 @@ class BMCLab:
         if method == "HEAD":
             return web.Response(status=status, headers=_HDRS)
         if method == "GET" and status == 200 and doc is not None:
-            # An ETag on every document, and 304 to an If-None-Match that names it, as iLO 5, iDRAC and bmcweb do
-            # (the sweep's conditional GETs, issue 24).
-            text = _dumps(doc)
-            etag = f'"{hashlib.blake2b(text.encode(), digest_size=8).hexdigest()}"'
-            if etag in request.headers.get("If-None-Match", ""):
-                return web.Response(status=304, headers={**_HDRS, **hdrs, "ETag": etag})
-            return web.Response(status=200, text=text, content_type="application/json", headers={**_HDRS, **hdrs, "ETag": etag})
+            raw = _dumps(doc).encode()
+            etag = f'"{hashlib.blake2b(raw, digest_size=8).hexdigest()}"'
+            headers = {**_HDRS, **hdrs, "ETag": etag, "Content-Type": "application/json; charset=utf-8"}
+            # Rendering settled the BMC (a power phase that ended bumps its version): kept at the version it shows.
+            answer = Rendered(bmc.version, min(bmc.stable_until(now), bmc.rendered_until), raw, etag, headers)
+            if cacheable:
+                self._keep(key, answer)
+            return answer.response(request.headers.get("If-None-Match", ""))
         return self._json(status, doc, hdrs)
+
+    def _keep(self, key: tuple[int, str], answer: Rendered) -> None:
+        """Keep a rendered answer within the budget: past it, answers not kept yet are rendered every time
+        (a fleet read in the same order every sweep would evict each answer before its next read)."""
+        old = self._rendered.get(key)
+        grow = len(answer.body) - (len(old.body) if old is not None else 0)
+        if self._rendered_bytes + grow > self._render_budget:
+            return
+        self._rendered[key] = answer
+        self._rendered_bytes += grow
+
+    def render_cache(self) -> dict[str, int]:
+        """The pre-rendered answers: how many are kept, their bodies' bytes, and the GETs they answered."""
+        return {"entries": len(self._rendered), "bytes": self._rendered_bytes, "hits": self.render_hits}
 
     async def _apply_faults(self, bmc: SimBMC, request: web.Request, faults: dict[str, Any]) -> web.StreamResponse | None:
         lat = faults.get("latency_ms")
@@ -420,7 +469,7 @@ class BMCLab:
         async def root(_: web.Request) -> web.Response:
             return web.json_response({"count": len(self.bmcs), "control_url": self.control_url, "faults": FAULTS,
                                       "started_at": self.started_at, "start_seconds": self.start_seconds,
-                                      "requests": self.requests})  # fmt: skip
+                                      "requests": self.requests, "render_cache": self.render_cache()})  # fmt: skip
 
         async def bmcs(_: web.Request) -> web.Response:
             return web.json_response(self.status()["servers"])

@@ -180,6 +180,10 @@ class LabConfig(BaseModel):
     firmware_update_s: float = 5.0  # SimpleUpdate task duration
     initial_power: Literal["On", "Off"] = "Off"
     backlog: int = 128
+    # Pre-rendered GET answers (body, ETag, headers) kept per BMC and path until the BMC's state changes:
+    # at most this many MB of bodies for the whole lab (0: render every answer). A BMC's fleet read
+    # once a day is read again by the next sweep: 41 documents of ~1.2 KB per BMC.
+    render_cache_mb: float = 256.0
     # Hosts (fleetctl_lab.hosts): the OS behind each BMC, over SSH.
     hosts: bool = False  # serve an SSH host per server (`fleetctl lab up` turns it on)
     install_s: float = 30.0  # an OS install after a PXE / virtual-media boot

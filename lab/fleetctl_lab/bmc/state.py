@@ -28,6 +28,7 @@ phase is computed lazily too (``host_info``).
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import secrets
 import time
@@ -67,6 +68,15 @@ FAULTS: dict[str, str] = {
                       "thresholds 0 (True), as the ilo6 flavour always does",
     "board_no_serial": "the board in this slot (True: the last board) is shown with no SerialNumber",
 }
+
+# Faults that make two answers to the same request differ (a delay, a random 5xx, a dropped connection, a
+# page that depends on the request's $skip and counts what it served): while one is set, no GET of that BMC
+# is answered from the pre-rendered documents (server.py). The other faults are state: setting them
+# changes the BMC's version, so the documents are rendered anew.
+# The only documents that show the open sessions: answers under it are rendered every time.
+SESSIONS_SHOWN_UNDER = "/redfish/v1/SessionService/Sessions"
+
+PER_REQUEST_FAULTS = frozenset({"latency_ms", "error_rate", "hang", "drop", "nextlink_loop", "nextlink_forever"})
 
 # Faults whose value 0 means something (an index or a slot), not "clear".
 _ZERO_IS_A_VALUE = ("psu_failed", "fan_failed", "hot_sensor", "pcie_degraded", "board_no_serial")
@@ -220,12 +230,51 @@ class SimBMC:
         self.basic_ok = _basic_header(spec.username, spec.password)
         self.boot_time = time.time()
         self._rng = random.Random(index)
+        # Bumped by every change to what the BMC's documents show (touch()): the HTTP layer keeps each
+        # rendered GET answer with the version it was rendered at, and serves it again only at that version.
+        # Sessions do not bump it (every sweep logs in and out): only the Sessions collection shows them,
+        # and the HTTP layer never keeps its answers (SESSIONS_SHOWN_UNDER).
+        self.version = 0
+        # The earliest time a document being rendered read the wall clock for (wall_clock()): the
+        # rendered answer holds until then. The HTTP layer sets it to inf before it renders.
+        self.rendered_until = math.inf
         self.log("OK", "Lab BMC started", "OpenBMC.0.1.BMCBootReason")
+
+    # --- what the documents show changes ---------------------------------------
+
+    def touch(self) -> None:
+        """The documents may show something new: answers rendered before are stale."""
+        self.version += 1
+
+    def stable_until(self, now: float) -> float:
+        """Until when the lazily computed state stays as it is at ``now`` with no request or fault.
+
+        A power phase ends (the power state, sensors and watts change), a running task moves its
+        PercentComplete with every read, an OS install ends with a log entry.
+        """
+        until = math.inf
+        if self.phases:
+            until = self.phases[0].end
+        if any(t.state == "Running" for t in self.tasks.values()):
+            return now
+        up_at = self.host.up_at
+        if self.host.mode == "installing" and up_at is not None and up_at > now:
+            until = min(until, up_at)
+        return until
+
+    def wall_clock(self, offset: float = 0.0) -> float:
+        """``time.time() + offset`` for a document's DateTime, shown to the second: a document that
+        shows it holds until that second ends (``rendered_until``)."""
+        now = time.time()
+        t = now + offset
+        self.rendered_until = min(self.rendered_until, now + (math.floor(t) + 1 - t))
+        return t
 
     # --- logs ----------------------------------------------------------------
 
     def log(self, severity: str, message: str, message_id: str, *, when: float | None = None) -> None:
         service = self.flavour.system_logs[0]
+        self.touch()
         self.logs.append(LogEntry(next(self._log_ids), when or time.time(), severity, message, message_id, service))
         if len(self.logs) > 500:  # a real SEL is small and wraps
             del self.logs[:100]
@@ -288,6 +337,7 @@ class SimBMC:
         """Apply every power phase and task that has finished by ``now``."""
         now = time.time() if now is None else now
         while self.phases and self.phases[0].end <= now:
+            self.touch()
             ph = self.phases.popleft()
             self.power = ph.result
             if ph.end_effect:
@@ -325,6 +375,7 @@ class SimBMC:
             self._boot(at)
 
     def _boot(self, at: float) -> None:
+        self.touch()
         self.counters.boots += 1
         source = BOOT_DEFAULT
         if self.boot_enabled != "Disabled" and self.boot_target != "None":
@@ -349,6 +400,7 @@ class SimBMC:
             self.log("OK", "BIOS settings applied at boot", "Bios.1.0.SettingsApplied", when=at)
 
     def _schedule(self, now: float, phases: list[Phase]) -> None:
+        self.touch()
         if phases and phases[0].state == "PoweringOff":
             self._installed(self.host.down(now))  # the OS stops as the power goes
             if self.on_host_down is not None:
@@ -427,6 +479,7 @@ class SimBMC:
         unknown = set(boot) - {"BootSourceOverrideTarget", "BootSourceOverrideEnabled", "BootSourceOverrideMode"}
         if unknown:
             raise _unknown_prop(sorted(unknown)[0])
+        self.touch()
         if target is not None:
             self.boot_target = target
             if enabled is None and target != "None" and self.boot_enabled == "Disabled":
@@ -447,6 +500,7 @@ class SimBMC:
                 )
             if type(v) is not type(self.bios[k]):
                 raise _bad_value(str(v), k)
+        self.touch()
         self.bios_pending.update(attrs)
 
     def insert_media(self, slot: str, image: str, inserted: bool = True, write_protected: bool = True) -> None:
@@ -457,9 +511,11 @@ class SimBMC:
             )
         if not image or not isinstance(image, str):
             raise _bad_value(str(image), "Image")
+        self.touch()
         m.update(Image=image, Inserted=bool(inserted), WriteProtected=bool(write_protected))
 
     def eject_media(self, slot: str) -> None:
+        self.touch()
         self.media[slot].update(Image=None, Inserted=False)
 
     # --- firmware ------------------------------------------------------------
@@ -504,6 +560,7 @@ class SimBMC:
             raise _bad_value(image, "ImageURI")
         if any(t.state == "Running" for t in self.tasks.values()):
             raise LabActionError(503, "Base.1.18.ServiceTemporarilyUnavailable", "An update is already in progress.", ["30"])
+        self.touch()
         fail = bool(self.faults.get("firmware_fail"))
         ff = self.faults.get("firmware_fail")
         if isinstance(ff, int) and not isinstance(ff, bool):
@@ -521,6 +578,7 @@ class SimBMC:
         return task
 
     def _settle_task(self, t: Task, now: float) -> None:
+        self.touch()  # its PercentComplete moves; stable_until() keeps no answer while a task runs
         dur = max(self.config.firmware_update_s, 1e-6)
         if now < t.end:
             t.percent = min(99, int(100 * (now - t.start) / dur))
@@ -569,6 +627,7 @@ class SimBMC:
         for k in faults:
             if k not in FAULTS:
                 raise ValueError(f"unknown fault {k!r}; known: {', '.join(sorted(FAULTS))}")
+        self.touch()
         for k, v in faults.items():
             if k == "wrong_cert":
                 self.wrong_cert = None  # set anew: a fresh certificate; cleared: the pinned one again
@@ -588,6 +647,7 @@ class SimBMC:
         return dict(self.faults)
 
     def clear_faults(self) -> None:
+        self.touch()
         self.faults.clear()
         self.wrong_cert = None
 
