@@ -19,7 +19,7 @@ its own (TLS on, ``--latency-ms`` injected), and in this process, one after the 
 2 cores are shared (the lab itself takes a large part). Asserts nothing.
 
     .venv/bin/python bench/profile_sweep.py [--bmcs 1000] [--flavours ami,openbmc] [--mode lean|full]
-        [--repeat 2] [--loop asyncio|uvloop] [--profile bench/profiles] [--latency-ms 0]
+        [--repeat 2] [--loop asyncio|uvloop] [--auth session|basic] [--per-bmc 2] [--profile bench/profiles] [--latency-ms 0]
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def run_on(kind: str, coro: Any) -> Any:
 
 
 async def sweep_once(targets: list[Any], specs: dict[str, Any], mode: str, concurrency: int,
-                     cache: Any) -> tuple[list[Any], int]:  # fmt: skip
+                     cache: Any, auth: str = "session") -> tuple[list[Any], int]:  # fmt: skip
     """The sweep's BMC part: read and judge each BMC; returns (results, findings)."""
     from fleetctl_drivers.redfish import run_many
 
@@ -161,7 +161,8 @@ async def sweep_once(targets: list[Any], specs: dict[str, Any], mode: str, concu
             findings += len(server_checks.explained(_evaluate("server", r.target, r.value, specs[r.target], "bmc")))
             r.value = None
 
-    results = await run_many(targets, op, concurrency=concurrency, progress=judged, read_once=True, expand=True)
+    results = await run_many(targets, op, concurrency=concurrency, progress=judged, read_once=True, expand=True,
+                             auth=auth)  # fmt: skip
     return results, findings
 
 
@@ -175,6 +176,8 @@ def main() -> int:
     p.add_argument("--mode", choices=("lean", "full"), default="lean")
     p.add_argument("--repeat", type=int, default=1, help="sweeps of the same lab; the floor replays the last")
     p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    p.add_argument("--auth", choices=("session", "basic"), default="session",
+                   help="how the driver authenticates (FLEETCTL_BMC_AUTH): a session per BMC, or HTTP Basic on each request")
     p.add_argument("--no-floor", action="store_true")
     p.add_argument("--profile", metavar="DIR", help="pyinstrument the (last) sweep into DIR/sweep-N-FLAVOUR-MODE.txt")
     args = p.parse_args()
@@ -187,7 +190,7 @@ def main() -> int:
 
     from fleetctl.interfaces.bmc import BMCTarget
 
-    print(f"bench/profile_sweep.py: {args.bmcs} lab BMCs per dialect, mode {args.mode}, loop {args.loop}, "
+    print(f"bench/profile_sweep.py: {args.bmcs} lab BMCs per dialect, mode {args.mode}, loop {args.loop}, auth {args.auth}, "
           f"{args.latency_ms:g} ms latency, concurrency {args.concurrency}; {os.cpu_count()} CPUs, {load()}")  # fmt: skip
     plans = bb.install_recorder()
     table: list[tuple[str, ...]] = []
@@ -224,7 +227,7 @@ def main() -> int:
                     profiler = Profiler(interval=0.002, async_mode="disabled")
                     profiler.start()
                 cpu0, t0 = bb.cpu_seconds(), time.perf_counter()
-                results, findings = run_on(args.loop, sweep_once(targets, by_name, args.mode, args.concurrency, cache))
+                results, findings = run_on(args.loop, sweep_once(targets, by_name, args.mode, args.concurrency, cache, args.auth))
                 wall, cpu = time.perf_counter() - t0, bb.cpu_seconds() - cpu0
                 if profiler is not None:
                     profiler.stop()

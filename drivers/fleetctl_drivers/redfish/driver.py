@@ -61,7 +61,7 @@ class RedfishDriver(BMC):
             opens a private one.
         accelerators_file: PCI id rules for accelerator boards (YAML); None uses
             ``$FLEETCTL_ACCELERATORS_FILE`` or the bundled ``accelerators.yaml``.
-        backoff, task_poll_interval, read_once, expand: see :class:`RedfishClient`.
+        backoff, task_poll_interval, read_once, expand, auth: see :class:`RedfishClient`.
     """
 
     name = "redfish"
@@ -76,10 +76,11 @@ class RedfishDriver(BMC):
         task_poll_interval: float = 2.0,
         read_once: bool = False,
         expand: bool = False,
+        auth: str | None = None,
     ) -> None:
         self.target = target
         self.client = RedfishClient(target, fleet=fleet, backoff=backoff, task_poll_interval=task_poll_interval,
-                                    read_once=read_once, expand=expand)
+                                    read_once=read_once, expand=expand, auth=auth)
         self.accelerators_file = accelerators_file
         self.system_uri: str = ""
         self.manager_uri: str | None = None
