@@ -25,6 +25,14 @@ In this process, one after the other:
    per column (max-repetitions 25) for the same 8 columns. One switch is
    polled untimed first (pysnmp loads MIB modules on its first request).
 
+``--cabled K`` (issue 24) runs instead three fleetctl polls of the same
+agents, each with a fresh poller, and prints them side by side: every port
+at 64 varbinds a request (the poller before issue 24), every port with the
+request sizes learned per agent, and only K ports' counters (the ports a
+cabling plan cables: K names spread over the switch, ``SnmpTarget.ports``;
+every port still listed with its name and oper status). Per switch:
+requests, varbinds answered, wall, client CPU, agent CPU.
+
 Prints wall time, CPU (client and agents), peak memory, requests, time per
 switch and the speed-up per switch; the agents' CPU floor (their CPU spread
 over every core: no client can poll a switch faster here, so it caps the
@@ -33,6 +41,7 @@ a table with issue 4's targets (all 500 in <= 30 s; >= 10x faster per
 switch than the loop). Asserts nothing; always stops the agents.
 
     .venv/bin/python bench/snmp.py [--agent snmpsim|snmpd] [--switches 500] [--ports 64] [--processes 2] [--concurrency 100] [--subset 10]
+    .venv/bin/python bench/snmp.py --cabled 8 [--what if|counters] [--agent snmpd] [--switches 100]
 """
 
 from __future__ import annotations
@@ -85,6 +94,51 @@ async def run_fleetctl(targets: list[SnmpTarget], concurrency: int, v2c: str, v3
         t0 = time.perf_counter()
         results = await p.poll_many(targets, what=WHAT, concurrency=concurrency)
         return time.perf_counter() - t0, results, p.requests, p.stray
+
+
+async def run_variant(
+    targets: list[SnmpTarget], args: argparse.Namespace, what: tuple[str, ...], **poller: int
+) -> tuple[float, list, int, int]:
+    """One poll of every target with a fresh poller: wall, results, requests, varbinds answered."""
+    async with SnmpPoller(v2c=args.v2c, v3=args.v3, **poller) as p:
+        t0 = time.perf_counter()
+        results = await p.poll_many(targets, what=what, concurrency=args.concurrency)
+        return time.perf_counter() - t0, results, p.requests, p.varbinds
+
+
+def run_cabled(agents: Agents, targets: list[SnmpTarget], args: argparse.Namespace) -> None:
+    """``--cabled K``: every port at 64 varbinds a request, every port learned, K ports' counters; side by side."""
+    what = (args.what,)
+    rows: list[tuple[str, float, list, int, int, float, float]] = []
+
+    def measure(label: str, ts: list[SnmpTarget], **poller: int) -> list:
+        sim0, cpu0 = agents.cpu(), self_cpu()
+        wall, results, requests, varbinds = asyncio.run(run_variant(ts, args, what, **poller))
+        rows.append((label, wall, results, requests, varbinds, self_cpu() - cpu0, agents.cpu() - sim0))
+        return results
+
+    every = measure("every port, 64 varbinds/request", targets, max_bulk_varbinds=64)
+    names = next((r.interfaces for r in every if r.ok and r.interfaces), [])
+    labels = [i.label for i in names]
+    if not labels:
+        sys.exit("no switch answered with interfaces: nothing to choose cabled ports from")
+    k = min(args.cabled, len(labels))
+    chosen = tuple(labels[int(j * len(labels) / k)] for j in range(k)) if k else ()
+    measure("every port, sizes learned", targets)
+    measure(f"{k} cabled ports, sizes learned", [t.model_copy(update={"ports": chosen}) for t in targets])
+    n = len(targets)
+    print(f"\n{agents.label}, {n} switches x {args.ports} ports, what={args.what}, concurrency {args.concurrency}")
+    print(f"cabled: {', '.join(chosen)}")
+    print(f"{'poll':36} {'complete':>8} {'req/switch':>10} {'vb/switch':>10} {'wall ms/sw':>10} {'CPU ms/sw':>10} {'agent ms/sw':>11}")
+    for label, wall, results, requests, varbinds, cpu, sim in rows:
+        ok = sum(1 for r in results if r.ok and len(r.interfaces) == len(labels))
+        per = (requests / n, varbinds / n, wall / n * 1000, cpu / n * 1000, sim / n * 1000)
+        print(f"{label:36} {ok:>8} {per[0]:>10.1f} {per[1]:>10.0f} {per[2]:>10.2f} {per[3]:>10.2f} {per[4]:>11.2f}")
+    base = rows[0]
+    last = rows[-1]
+    print(f"cabled vs every port at 64: requests {base[3] / max(1, last[3]):.1f}x fewer, varbinds {base[4] / max(1, last[4]):.1f}x fewer, "
+          f"client CPU {base[5] / max(1e-9, last[5]):.1f}x less, agent CPU {base[6] / max(1e-9, last[6]):.1f}x less, "
+          f"wall {base[1] / last[1]:.1f}x")
 
 
 async def run_loop(
@@ -401,6 +455,9 @@ def main() -> None:
     )
     ap.add_argument("--snmp-version", choices=["2c", "3"], default="2c", help="3: authPriv (SHA, AES); snmpd agents only")
     ap.add_argument("--v3", choices=["ber", "pysnmp"], default="ber", help="the poller's SNMPv3 path")
+    ap.add_argument("--cabled", type=int, default=None, metavar="K",
+                    help="compare every port's counters with K cabled ports' (issue 24), side by side; skips the loop")
+    ap.add_argument("--what", choices=["counters", "if"], default="counters", help="the IF-MIB part polled with --cabled")
     args = ap.parse_args()
     if args.snmp_version == "3" and args.agent != "snmpd":
         ap.error("--snmp-version 3 needs --agent snmpd")
@@ -417,6 +474,9 @@ def main() -> None:
             flush=True,
         )
         targets = agents.targets(args.timeout)
+        if args.cabled is not None:
+            run_cabled(agents, targets, args)
+            return
         load0 = os.getloadavg()
         print(
             f"load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} ({os.cpu_count()} CPUs)",

@@ -184,6 +184,11 @@ class SnmpPoller(Poller):
         return self._v2c_client.requests
 
     @property
+    def varbinds(self) -> int:
+        """Varbinds the BER path received in answers so far."""
+        return self._v2c_client.varbinds
+
+    @property
     def stray(self) -> int:
         """Datagrams the BER path dropped as answering no pending request (late, duplicate, foreign)."""
         return self._v2c_client.stray

@@ -141,6 +141,7 @@ class V2cClient:
         self._engines: dict[tuple[str, int], usm.Engine] = {}  # SNMPv3 agents discovered
         self.requests = 0  # sent messages, retries included (for the benchmark)
         self.stray = 0  # datagrams dropped: not an answer to a pending request (late, duplicate, foreign)
+        self.varbinds = 0  # varbinds answered (for the benchmark)
 
     def close(self) -> None:
         """Close the sockets (also after their event loop has closed)."""
@@ -207,6 +208,7 @@ class V2cClient:
         if msg.error_status != 0:
             raise SnmpPollError("protocol", f"{target.host}:{target.port} answered {msg.error_name} at varbind {msg.error_index}",
                                 too_big=msg.error_status == ber.TOO_BIG)  # fmt: skip
+        self.varbinds += len(msg.varbinds)
         return msg.varbinds
 
     async def _exchange(
