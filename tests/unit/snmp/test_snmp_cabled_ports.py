@@ -16,6 +16,7 @@ import asyncio
 import bisect
 from typing import Any
 
+import pytest
 from fleetctl_drivers.snmp import SnmpPoller
 from fleetctl_drivers.snmp import ber as B
 from fleetctl_drivers.snmp import parse as P
@@ -111,9 +112,10 @@ def rows_read(agent: MibAgent, column: B.Oid) -> set[int]:
     return got
 
 
-def test_only_the_cabled_ports_counters_are_read_and_every_port_is_listed() -> None:
+@pytest.mark.parametrize("path", ["ber", "pysnmp"])
+def test_only_the_cabled_ports_counters_are_read_and_every_port_is_listed(path: str) -> None:
     agent = MibAgent(mib())
-    (r,) = poll(agent, CABLED)
+    (r,) = poll(agent, CABLED, poller=SnmpPoller(v2c=path))
     assert r.ok, r.error
     assert [i.index for i in r.interfaces] == sorted(NAMES)  # every port, named, with its oper status
     assert all(i.name == NAMES[i.index] and i.oper_up == bool(i.index % 2) for i in r.interfaces)
