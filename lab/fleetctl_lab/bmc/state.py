@@ -69,14 +69,15 @@ FAULTS: dict[str, str] = {
     "board_no_serial": "the board in this slot (True: the last board) is shown with no SerialNumber",
 }
 
-# Faults that make two answers to the same request differ (a delay, a random 5xx, a dropped connection, a
-# page that depends on the request's $skip and counts what it served): while one is set, no GET of that BMC
-# is answered from the pre-rendered documents (server.py). The other faults are state: setting them
-# changes the BMC's version, so the documents are rendered anew.
 # The only documents that show the open sessions: answers under it are rendered every time.
 SESSIONS_SHOWN_UNDER = "/redfish/v1/SessionService/Sessions"
 
-PER_REQUEST_FAULTS = frozenset({"latency_ms", "error_rate", "hang", "drop", "nextlink_loop", "nextlink_forever"})
+# Faults that shape the document itself request by request (a page that depends on the request's $skip
+# and counts what it served): while one is set, no GET of that BMC is answered from the pre-rendered
+# documents (server.py). The faults that decide a request's fate (latency_ms, error_rate, hang, drop) are
+# drawn for every request before any answer, pre-rendered or not, is looked at; the others are state:
+# setting them changes the BMC's version, so the documents are rendered anew.
+PER_REQUEST_FAULTS = frozenset({"nextlink_loop", "nextlink_forever"})
 
 # Faults whose value 0 means something (an index or a slot), not "clear".
 _ZERO_IS_A_VALUE = ("psu_failed", "fan_failed", "hot_sensor", "pcie_degraded", "board_no_serial")
