@@ -13,7 +13,8 @@ its own (TLS on, ``--latency-ms`` injected), and in this process, one after the 
    ``--mode lean`` (the default) what the enabled checks need, with what the BMC offers;
    ``--repeat 2`` sweeps the same lab twice (the second is the daily steady state: ETags known);
 2. the floor: bench/bmc.py's bare aiohttp client replaying exactly the requests recorded in 1 (the
-   conditional ones with their ``If-None-Match``), under the same bounds, in this process.
+   conditional ones with their ``If-None-Match``), under the same bounds and the same garbage collector
+   thresholds as the sweep (``run_many``'s ``sweep_gc``), in this process.
 
 ``--loop uvloop`` runs both on uvloop. The load average is printed beside every figure: the machine's
 2 cores are shared (the lab itself takes a large part). Asserts nothing.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -121,6 +123,15 @@ def by_category(session: Any) -> list[tuple[str, float]]:
     if root is not None:
         walk(root, "", "")
     return totals.most_common()
+
+
+def floor_gc() -> Any:
+    """The garbage collector's thresholds of a sweep (``fleetctl_drivers.redfish.sweep.sweep_gc``), where it has them."""
+    try:
+        from fleetctl_drivers.redfish.sweep import sweep_gc
+    except ImportError:
+        return contextlib.nullcontext()
+    return sweep_gc()
 
 
 def new_loop(kind: str) -> asyncio.AbstractEventLoop:
@@ -264,7 +275,9 @@ def main() -> int:
                 # the conditional GETs are replayed with the same If-None-Match (bench/bmc.py's CONDITIONAL)
                 replay = {n: list(plans[n]) for n in names}
                 cpu0, t0 = bb.cpu_seconds(), time.perf_counter()
-                sent, _el, errors = run_on(args.loop, bb.run_bare(targets, replay, args.concurrency, args.per_bmc))
+                # under the garbage collector's settings of the sweep (run_many's sweep_gc), so that the two compare
+                with floor_gc():
+                    sent, _el, errors = run_on(args.loop, bb.run_bare(targets, replay, args.concurrency, args.per_bmc))
                 bwall, bcpu = time.perf_counter() - t0, bb.cpu_seconds() - cpu0
                 print(f"[{flavour} floor] bare aiohttp replaying the last sweep's requests: wall {bwall:.2f} s, "
                       f"CPU {bcpu:.2f} s = {bcpu / args.bmcs * 1000:.2f} ms per BMC, {sent} sent, "
