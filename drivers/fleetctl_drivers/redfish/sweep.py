@@ -34,13 +34,15 @@ TargetResult = BMCSweepResult
 ProgressFn = Callable[[int, int, TargetResult], Any]
 
 #: Python's cyclic garbage collector during a sweep: (gen-0, gen-1, gen-2) thresholds, in place of the default
-#: (700, 10, 10). A sweep allocates a few thousand container objects per request (aiohttp's request and
-#: response, asyncio's futures and handles, the parsed documents) and frees nearly all of them by reference
-#: counting; at the default threshold the collector ran about 600 times per 300 BMCs and took a third of the
-#: sweep's CPU (4.3 of 12.9 ms per BMC on the lab's AMI dialect, 5.5 of 19 ms on OpenBMC; bench/profile_sweep.py,
-#: docs/sweep.md "Where the time goes"). Raised, it runs about 30 times (0.7 and 1.1 ms per BMC). Memory stays
-#: bounded: a collection still comes every 10,000 net allocations, whatever the BMCs answer.
-SWEEP_GC_THRESHOLDS = (10_000, 50, 100)
+#: (700, 10, 10). A sweep allocates about a thousand container objects per BMC that outlive a few requests
+#: (aiohttp's requests and responses, asyncio's futures and handles, the parsed documents) and frees them by
+#: reference counting; at the default gen-0 threshold the collector ran 1,900 times per 1,000 BMCs and took a
+#: third to a half of the sweep's CPU (5.0-7.9 of 13.9-16.7 ms per BMC, the lab's AMI dialect; docs/sweep.md,
+#: "Where the time goes"). With gen-0 at 10,000 it runs about 90 times (2.0-2.3 ms per BMC). Only gen-0 is
+#: raised: the older generations keep their ratios (a full collection about once per 1,000 BMCs, where the
+#: default made 16), and what a full collection then freed was nothing the sweep had not already given back:
+#: peak RSS at 1,000 BMCs 401 -> 407 MB ((10000, 50, 100) gave 436 MB for no CPU beyond the noise).
+SWEEP_GC_THRESHOLDS = (10_000, 10, 10)
 
 _gc_lock = threading.Lock()
 _gc_users = 0
