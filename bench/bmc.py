@@ -134,16 +134,22 @@ def lab_counts(control: str, names: list[str]) -> dict[str, int]:
     return asyncio.run(_lab_counts(control, names))
 
 
-def lab_requests(control: str) -> int:
-    """Redfish requests the lab's BMCs have served in all (``GET /lab/v1``, the lab's own count); -1 if unreadable."""
+def lab_summary(control: str) -> dict[str, Any]:
+    """``GET /lab/v1``: the lab's count of Redfish requests served, its render cache; {} if unreadable."""
     import json
     import urllib.request
 
     try:
         with urllib.request.urlopen(f"{control}/lab/v1", timeout=30) as r:
-            return int(json.loads(r.read()).get("requests", -1))
+            doc = json.loads(r.read())
+            return doc if isinstance(doc, dict) else {}
     except (OSError, ValueError):
-        return -1
+        return {}
+
+
+def lab_requests(control: str) -> int:
+    """Redfish requests the lab's BMCs have served in all (the lab's own count); -1 if unreadable."""
+    return int(lab_summary(control).get("requests", -1))
 
 
 def set_latency(control: str, ms: float) -> None:

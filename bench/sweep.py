@@ -632,6 +632,9 @@ def scale(args: argparse.Namespace, n: int, tmp: Path, rows: list[tuple[str, str
                 for ln in a.get("fail", []):
                     say(f"    {ln[:300]}")
     finally:
+        rc = B.lab_summary(lab["control"]).get("render_cache") or {}
+        say(f"  lab after the sweeps: RSS {_rss_mb(lab['pid']):.0f} MB; pre-rendered answers kept {rc.get('entries', 0):,} "
+            f"({rc.get('bytes', 0) / 1e6:.1f} MB), {rc.get('hits', 0):,} GETs answered from them")  # fmt: skip
         lab_down(lab)
         shutil.rmtree(tmp / "lab" / "certs", ignore_errors=True)
     return res

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiohttp import BodyPartReader, web
+from aiohttp import BodyPartReader, HttpVersion11, web
 
 from fleetctl.errors import FleetError, InputError
 from fleetctl_lab.bmc.certs import ensure_cert, server_context, wrong_context
@@ -89,7 +89,7 @@ class BMCLab:
             self.bmcs[spec.name] = SimBMC(spec, self.config, index=i)
         self._by_addr: dict[tuple[str, int], SimBMC] = {}
         self._servers: list[asyncio.AbstractServer] = []
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._control_runner: web.AppRunner | None = None
         self.control_url = ""
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -127,11 +127,17 @@ class BMCLab:
             # Key generation and context loading are CPU work; keep them off
             # the loop in one worker so a threaded caller's loop stays responsive.
             contexts = await loop.run_in_executor(None, self._make_contexts, plan)
-        app = web.Application(client_max_size=8 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
-        await self._runner.setup()
         loop = asyncio.get_running_loop()
+
+        def make_request(message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
+            # Firmware images come as multipart uploads: 8 MB, not the 1 MB default.
+            return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=8 * 1024 * 1024)
+
+        # aiohttp's low-level server: every request goes to one handler, without an Application's
+        # router (a regex match per request for a single catch-all route) and middleware chain.
+        server = web.Server(self._serve, request_factory=make_request, access_log=None)
+        self._runner = web.ServerRunner(server, handle_signals=False)
+        await self._runner.setup()
         scheme = "https" if cfg.tls else "http"
         try:
             for name, (host, port) in plan.items():
@@ -309,7 +315,17 @@ class BMCLab:
 
     # --- the Redfish side -----------------------------------------------------------
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:
+        expect = request.headers.get("Expect")
+        if expect is not None and request.version == HttpVersion11:
+            # What an Application's default expect handler does, before it reads a body.
+            if expect.lower() != "100-continue":
+                raise web.HTTPExpectationFailed(text=f"Unknown Expect: {expect}")
+            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            request.writer.output_size = 0
+        return await self._handle(request)
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         tr = request.transport
         sock = tr.get_extra_info("sockname") if tr is not None else None
         bmc = self._by_addr.get((sock[0], sock[1])) if sock else None
@@ -398,7 +414,7 @@ class BMCLab:
         """The pre-rendered answers: how many are kept, their bodies' bytes, and the GETs they answered."""
         return {"entries": len(self._rendered), "bytes": self._rendered_bytes, "hits": self.render_hits}
 
-    async def _apply_faults(self, bmc: SimBMC, request: web.Request, faults: dict[str, Any]) -> web.StreamResponse | None:
+    async def _apply_faults(self, bmc: SimBMC, request: web.BaseRequest, faults: dict[str, Any]) -> web.StreamResponse | None:
         lat = faults.get("latency_ms")
         if lat:
             await asyncio.sleep(float(lat) / 1000.0)
@@ -427,7 +443,7 @@ class BMCLab:
             return self._json(status, fault_doc, {"Retry-After": "1"} if status == 503 else {})
         return None
 
-    async def _login(self, bmc: SimBMC, request: web.Request, now: float) -> web.StreamResponse:
+    async def _login(self, bmc: SimBMC, request: web.BaseRequest, now: float) -> web.StreamResponse:
         try:
             body = json.loads(await request.read() or b"{}")
         except ValueError:
