@@ -830,7 +830,9 @@ class RedfishClient:
         """
         limit = self.bounds.max_body_bytes
         budget = self.bounds.max_bytes_per_bmc - self.bytes_read if method == "GET" else None
-        path = self._path(url)
+        # The URL is this BMC's base + the path (_request): cut, not parsed again (urlsplit on every answer was
+        # 0.3-0.6 ms of CPU per BMC in a sweep, issue 24).
+        path = url[len(self.base):] if url.startswith(self.base + "/") else self._path(url)
 
         def too_large(size: str) -> AnswerOutOfBounds:
             resp.close()  # drop the connection rather than drain what is left
