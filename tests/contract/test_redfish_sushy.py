@@ -79,6 +79,30 @@ def test_basic_auth_fallback_and_wrong_password(sushy):
     asyncio.run(body())
 
 
+def test_basic_auth_chosen_reads_the_same_facts_with_a_request_fewer(sushy):
+    """``auth="basic"`` (FLEETCTL_BMC_AUTH=basic, issue 24): the same facts, one request fewer, the system picked by id."""
+
+    async def read(auth: str) -> tuple[int, object]:
+        async with RedfishDriver(tgt(sushy, "node-media"), auth=auth, read_once=True) as bmc:
+            assert bmc.client.auth_mode == "basic"
+            assert bmc.system_uri.endswith(SYSTEMS["node-media"][0])
+            facts = await bmc.inventory.facts()
+            return bmc.client.requests_sent, facts
+
+    async def body():
+        basic, facts = await read("basic")
+        session, same = await read("session")
+        # by default (no SessionService here) Basic is proven with a GET of the Systems of its own; chosen, the
+        # proof is the driver's own read of it (read_once)
+        assert basic == session - 1, (basic, session)
+        assert facts == same
+        with pytest.raises(AuthError, match="login refused"):
+            async with RedfishDriver(tgt(sushy, "node-media", password="wrong"), auth="basic"):
+                pass
+
+    asyncio.run(body())
+
+
 def test_power_on_off_cycle_restart(sushy):
     async def power_on():
         async with RedfishDriver(tgt(sushy, "node-on")) as bmc:
