@@ -128,6 +128,25 @@ def env_count(name: str, *, minimum: int = 0, maximum: int, what: str) -> int | 
 
 ENV_BMC_TIMEOUT = "FLEETCTL_BMC_TIMEOUT"
 ENV_BMC_RETRIES = "FLEETCTL_BMC_RETRIES"
+ENV_BMC_AUTH = "FLEETCTL_BMC_AUTH"
+#: How the Redfish driver logs in to a BMC: a session (the default), or HTTP Basic on every request (docs/bmc.md).
+BMC_AUTH_MODES = ("session", "basic")
+
+
+def bmc_auth() -> str | None:
+    """The BMC authentication ``$FLEETCTL_BMC_AUTH`` chooses (one of :data:`BMC_AUTH_MODES`); None when unset.
+
+    Raises:
+        InputError: another value (checked before any BMC is contacted, not once per BMC).
+    """
+    raw = _env_raw(ENV_BMC_AUTH)
+    if raw is None:
+        return None
+    if raw.lower() not in BMC_AUTH_MODES:
+        from fleetctl.errors import InputError
+
+        raise InputError(f"{ENV_BMC_AUTH}={_shown(raw)}: must be one of {', '.join(BMC_AUTH_MODES)}")
+    return raw.lower()
 
 
 def bmc_limits() -> dict[str, float | int]:
@@ -142,6 +161,7 @@ def bmc_limits() -> dict[str, float | int]:
     retries = env_count(ENV_BMC_RETRIES, maximum=10, what="retries")
     if retries is not None:
         out["retries"] = retries
+    bmc_auth()  # the driver reads it per client; a bad value stops the command here, before the first BMC
     return out
 
 

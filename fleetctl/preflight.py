@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetctl.config import bmc_limits
 from fleetctl.errors import FleetError, InputError
 from fleetctl.secrets import BadReference, load_sources, resolve, resolve_token, secrets_config_path
 from fleetctl.targets import resolve_switches
@@ -97,7 +98,12 @@ class Preflight:
             self.add(who, f"{what}: {err}")
 
     def bmc(self, servers: Iterable[Any], *, optional: bool = False) -> None:
-        """Each server's BMC URL and credential (``targets.ServerRef``); ``optional``: a server without a BMC URL is fine."""
+        """Each server's BMC URL and credential (``targets.ServerRef``); ``optional``: a server without a BMC URL is fine.
+
+        Raises:
+            InputError: a ``FLEETCTL_BMC_*`` setting is bad (every BMC would fail on it: refused once, here).
+        """
+        bmc_limits()
         for s in servers:
             if not s.bmc_url:
                 if not optional:
@@ -191,5 +197,6 @@ def for_sweep(servers: Iterable[Any], switches: Iterable[Any]) -> Preflight:
     """What ``fleetctl sweep`` refuses on: only the operator's secrets config (see the module's docstring)."""
     servers, switches = list(servers), list(switches)
     pf = Preflight("sweep")
+    bmc_limits()  # a bad FLEETCTL_BMC_* setting is exit 2 here, not a shard that could not be read
     pf.secrets_config([s.credential for s in servers] + [s.snmp_credential for s in switches])
     return pf

@@ -6,6 +6,7 @@ and, for the inventory, that nothing was stored.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -110,12 +111,19 @@ def test_bad_numeric_option_is_refused_naming_it(cli, loaded, args, option, frag
         ("FLEETCTL_BMC_TIMEOUT", "soon", "FLEETCTL_BMC_TIMEOUT=soon: must be a number of seconds > 0"),
         ("FLEETCTL_BMC_RETRIES", "-3", "FLEETCTL_BMC_RETRIES=-3: must be a whole number of retries"),
         ("FLEETCTL_BMC_RETRIES", "two", "FLEETCTL_BMC_RETRIES=two: must be a whole number of retries"),
+        ("FLEETCTL_BMC_AUTH", "basci", "FLEETCTL_BMC_AUTH=basci: must be one of session, basic"),
     ],
 )
 def test_bad_number_in_the_environment_is_refused_before_any_bmc(cli, loaded, monkeypatch, env, value, message):
     monkeypatch.setenv(env, value)
     err = _one_line_error(cli("power", "status", "s1", "s2"))
     assert f"error: {message}" in err, err
+    # The sweep too: one line, exit 2, and no run begun (it was a shard that could not be read, exit 1).
+    err = _one_line_error(cli("sweep", "all"))
+    assert f"error: {message}" in err, err
+    monkeypatch.delenv(env)
+    runs = cli("sweep", "list", "-o", "json")
+    assert runs.code == 0 and json.loads(runs.out) == [], runs.out
 
 
 def test_numbers_from_the_environment_parse_when_good(monkeypatch):

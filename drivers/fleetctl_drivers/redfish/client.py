@@ -59,6 +59,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from fleetctl.config import BMC_AUTH_MODES
 from fleetctl.errors import AuthError, BMCError, DriverError, Timeout, TLSMismatch
 from fleetctl.interfaces.bmc import BMCTarget, ProgressCallback, TaskProgress, TaskResult
 
@@ -130,8 +131,9 @@ class AnswerOutOfBounds(BMCError):
         self.bound = bound
 
 
-#: How a client authenticates (``RedfishClient(auth=...)``, ``$FLEETCTL_BMC_AUTH``).
-AUTH_MODES = ("session", "basic")
+#: How a client authenticates (``RedfishClient(auth=...)``, ``$FLEETCTL_BMC_AUTH``): the core checks the variable
+#: against the same modes before any BMC is contacted (``fleetctl.config.bmc_auth``).
+AUTH_MODES = BMC_AUTH_MODES
 
 
 def auth_choice(auth: str | None) -> str:
