@@ -36,6 +36,9 @@ class Flavour:
     reset_types: tuple[str, ...]
     # ``$expand=.($levels=1)`` on collections, as iLO 5, AMI and iDRAC offer (OpenBMC's is off by default).
     expand: bool = True
+    # ExpandQuery.MaxLevels the service root advertises (and the deepest ``$levels`` served), where ``expand``:
+    # iLO 5 says 1, the recorded Gigabyte AMI (shared/redfish-mockups/gigabyte-ami) 5, DMTF's rackmount 6.
+    expand_levels: int = 1
     # ServiceRoot.Vendor and the key of ServiceRoot.Oem ("" = no Oem section); Product is the
     # manager model unless ``product_is_model`` (iLO puts the server's model there).
     root_vendor: str = "Lab"
@@ -138,6 +141,7 @@ FLAVOURS: dict[str, Flavour] = {
         error_code="Base.1.10.GeneralError",
         reset_types=_ALL_RESETS,
         root_vendor="AMI",
+        expand_levels=5,  # NOTE(ami): the Gigabyte MegaRAC capture's ExpandQuery.MaxLevels
     ),
     # NOTE(dell): iDRAC 9 naming; virtual media slots CD and RemovableDisk;
     # Sel and Lclog under the manager. Not from a recording (none shipped).

@@ -95,7 +95,7 @@ def service_root(bmc: SimBMC) -> dict[str, Any]:
         "Links": {"Sessions": _ref(f"{R}/SessionService/Sessions")},
         "Oem": _root_oem(bmc),
         "ProtocolFeaturesSupported": {
-            "ExpandQuery": ({"ExpandAll": False, "Levels": True, "MaxLevels": 1, "Links": False, "NoLinks": True}
+            "ExpandQuery": ({"ExpandAll": False, "Levels": True, "MaxLevels": bmc.flavour.expand_levels, "Links": False, "NoLinks": True}
                             if bmc.flavour.expand else {"ExpandAll": False, "Levels": False, "Links": False, "NoLinks": False}),
             "FilterQuery": False, "SelectQuery": False,
         },  # fmt: skip

@@ -30,6 +30,7 @@ from aiohttp import BodyPartReader, HttpVersion11, web
 
 from fleetctl.errors import FleetError, InputError
 from fleetctl_lab.bmc.certs import ensure_cert, server_context, wrong_context
+from fleetctl_lab.bmc.expand import expanded
 from fleetctl_lab.bmc.resources import dispatch, error_body, session_doc
 from fleetctl_lab.bmc.spec import LabConfig, LabServerSpec
 from fleetctl_lab.bmc.state import FAULTS, PER_REQUEST_FAULTS, SESSIONS_SHOWN_UNDER, LabActionError, SimBMC
@@ -383,8 +384,8 @@ class BMCLab:
                     return self._json(400, error_body(bmc.flavour.error_code, 400, "Base.1.18.MalformedJSON",
                                                       "The request body submitted was malformed JSON and could not be parsed."), {})
         status, doc, hdrs = dispatch(bmc, "GET" if method == "HEAD" else method, path, body)
-        if method == "GET" and status == 200 and bmc.flavour.expand and isinstance(doc, dict) and "Members" in doc:
-            doc = _expanded(bmc, doc, request.query.get("$expand"))
+        if method == "GET" and status == 200 and bmc.flavour.expand and isinstance(doc, dict) and "$expand" in request.query:
+            doc = expanded(bmc, doc, request.query.get("$expand"))
         if method == "GET" and status == 200 and faults and isinstance(doc, dict) and "Members" in doc:
             doc = _paged(bmc, doc, path, request.query.get("$skip"))
         if method == "HEAD":
@@ -627,19 +628,4 @@ def _paged(bmc: SimBMC, doc: dict[str, Any], path: str, skip_arg: str | None) ->
         nxt = skip + PAGE if skip + PAGE < n else PAGE  # the end links back to the first page followed
     bmc.counters.faults_served += 1
     return {**doc, "Members": page, "Members@odata.count": n, "Members@odata.nextLink": f"{path}?$skip={nxt}"}
-
-
-def _expanded(bmc: SimBMC, doc: dict[str, Any], query: str | None) -> dict[str, Any]:
-    """A collection with its members inline, for ``$expand=.`` or ``*`` (one level, the most the lab offers)."""
-    if not query or query.split("(", 1)[0] not in (".", "*"):
-        return doc
-    members = []
-    for ref in doc.get("Members") or []:
-        link = ref.get("@odata.id") if isinstance(ref, dict) else None
-        if link and len(ref) == 1:
-            status, member, _ = dispatch(bmc, "GET", link.rstrip("/"), None)
-            members.append(member if status == 200 else ref)
-        else:
-            members.append(ref)
-    return {**doc, "Members": members}
 
