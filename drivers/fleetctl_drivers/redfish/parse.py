@@ -611,3 +611,22 @@ def parse_manager(manager: dict, *, now: dt.datetime | None = None) -> ManagerFa
         clock_skew_seconds=skew,
         health=health,
     )
+
+
+def whole_collection(value: Any, max_members: int, *, expanded: bool = False) -> dict | None:
+    """``value`` when it is a collection document read whole in one answer (an ``$expand`` with levels brought it
+    inline, or a deep read answered it): a ``Members`` list within ``max_members`` and no next page; else None.
+
+    What it cannot tell is left to the usual reads: a BMC that ignores ``$levels`` answers a link (or a
+    collection whose members are links, which :meth:`RedfishClient.expand` then reads one by one, or with
+    ``expanded`` not at all: one expanded read of it costs less); a paged
+    collection is walked by :meth:`RedfishClient.members`, with its bounds.
+    """
+    if not isinstance(value, dict) or "Members@odata.nextLink" in value:
+        return None
+    members = value.get("Members")
+    if not isinstance(members, list) or len(members) > max_members:
+        return None
+    if expanded and members and all(isinstance(m, dict) and set(m) <= {"@odata.id", "@odata.type"} for m in members):
+        return None  # ``expanded``: a collection inline with only links (``$levels`` one short) is read as before
+    return value

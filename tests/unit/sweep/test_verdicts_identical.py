@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "contract"))
 from mockup_server import MockupServer, mockups_dir
 
 fleetctl_lab = pytest.importorskip("fleetctl_lab.bmc")
-from fleetctl_drivers.redfish import run_many  # noqa: E402
+from fleetctl_drivers.redfish import capabilities, run_many  # noqa: E402
 from fleetctl_drivers.redfish.cache import ReadingCache  # noqa: E402
 
 #: Every lab fault but those that only slow a read down; the value that sets it.
@@ -142,7 +142,7 @@ def _old_and_new(targets: list[BMCTarget], expects: dict[str, ServerExpect], cac
     return old, first, second, basic, counts
 
 
-def test_lab_faults_and_dialects_judged_the_same_old_and_new(tmp_path: Path) -> None:
+def test_lab_faults_and_dialects_judged_the_same_old_and_new(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cases: list[tuple[str, str, dict[str, Any]]] = [(d, f, {f: v}) for d in FAULTED_DIALECTS for f, v in FAULT_VALUES.items()]
     cases += [(d, "healthy", {}) for d in ALL_DIALECTS]
     specs = []
@@ -160,7 +160,12 @@ def test_lab_faults_and_dialects_judged_the_same_old_and_new(tmp_path: Path) -> 
                                         len(s.boards), [BoardExpect(b.slot, b.kind, b.serial) for b in s.boards],
                                         baseline=dict(s.firmware)) for s in specs}  # fmt: skip
         old, first, second, basic, counts = _old_and_new(targets, expects, tmp_path / "cache.sqlite")
+        # The AMI dialect offers $expand with MaxLevels 5: the new way reads 3 levels deep (capabilities'
+        # SWEEP_EXPAND_LEVELS); 2 levels (collections inline with their members still links) must judge the same.
+        monkeypatch.setattr(capabilities, "SWEEP_EXPAND_LEVELS", 2)
+        two_levels = _verdicts(_sweep(targets, plan=None, expand=True, cache=None), expects)
     label = {s.name: f"{d}/{f}" for s, (d, f, _) in zip(specs, cases, strict=True)}
+    _same(old, two_levels, label)
     _same(old, first, label)
     _same(old, second, label)
     _same(old, basic, label, basic=True)
