@@ -21,6 +21,7 @@ its own (TLS on, ``--latency-ms`` injected), and in this process, one after the 
 
     .venv/bin/python bench/profile_sweep.py [--bmcs 1000] [--flavours ami,openbmc] [--mode lean|full]
         [--repeat 2] [--loop asyncio|uvloop] [--auth session|basic] [--per-bmc 2] [--profile bench/profiles] [--latency-ms 0]
+        [--expand-levels 1|2|3]
 """
 
 from __future__ import annotations
@@ -189,6 +190,9 @@ def main() -> int:
     p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     p.add_argument("--auth", choices=("session", "basic"), default="session",
                    help="how the driver authenticates (FLEETCTL_BMC_AUTH): a session per BMC, or HTTP Basic on each request")
+    p.add_argument("--expand-levels", type=int, default=None,
+                   help="the $levels the driver's collection reads ask for where MaxLevels allows "
+                        "(capabilities.SWEEP_EXPAND_LEVELS; 1: today's one level); default: the driver's")
     p.add_argument("--no-floor", action="store_true")
     p.add_argument("--profile", metavar="DIR", help="pyinstrument the (last) sweep into DIR/sweep-N-FLAVOUR-MODE.txt")
     args = p.parse_args()
@@ -201,8 +205,13 @@ def main() -> int:
 
     from fleetctl.interfaces.bmc import BMCTarget
 
+    if args.expand_levels is not None:
+        from fleetctl_drivers.redfish import capabilities
+
+        capabilities.SWEEP_EXPAND_LEVELS = args.expand_levels
+    levels = f", $expand levels {args.expand_levels}" if args.expand_levels is not None else ""
     print(f"bench/profile_sweep.py: {args.bmcs} lab BMCs per dialect, mode {args.mode}, loop {args.loop}, auth {args.auth}, "
-          f"{args.latency_ms:g} ms latency, concurrency {args.concurrency}; {os.cpu_count()} CPUs, {load()}")  # fmt: skip
+          f"{args.latency_ms:g} ms latency, concurrency {args.concurrency}{levels}; {os.cpu_count()} CPUs, {load()}")  # fmt: skip
     plans = bb.install_recorder()
     table: list[tuple[str, ...]] = []
     for flavour in args.flavours.split(","):
