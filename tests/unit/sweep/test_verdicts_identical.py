@@ -9,7 +9,8 @@ the document did not change; and the new way with HTTP Basic on every request in
 message) of all four must be the same, but for one difference by design (:func:`_by_design`).
 
 On every lab fault (``fleetctl_lab.bmc.state.FAULTS``, but ``hang``: it only costs the timeout, and
-``latency_ms``) on the AMI dialect (``$expand``) and the OpenBMC one (none), one healthy BMC of every lab
+``latency_ms``) on the AMI dialect (``$expand``, MaxLevels 5: the new way reads its PCIe devices and log
+services 3 levels deep, and once more 2 levels deep) and the OpenBMC one (none), one healthy BMC of every lab
 dialect, and every recorded BMC in ``shared/redfish-mockups`` (which send no ETag: there the new way falls
 back to plain GETs, as on a BMC that gives none).
 """
