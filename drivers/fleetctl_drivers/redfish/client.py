@@ -59,8 +59,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from fleetctl.config import BMC_AUTH_MODES
-from fleetctl.errors import AuthError, BMCError, DriverError, Timeout, TLSMismatch
+from fleetctl.config import BMC_AUTH_MODES, bmc_auth
+from fleetctl.errors import AuthError, BMCError, DriverError, InputError, Timeout, TLSMismatch
 from fleetctl.interfaces.bmc import BMCTarget, ProgressCallback, TaskProgress, TaskResult
 
 from .quirks import Quirks
@@ -137,10 +137,14 @@ AUTH_MODES = BMC_AUTH_MODES
 
 
 def auth_choice(auth: str | None) -> str:
-    """``auth``, else ``$FLEETCTL_BMC_AUTH``, else ``"session"``; anything else is a :class:`DriverError`."""
-    import os
-
-    choice = (auth if auth is not None else os.environ.get("FLEETCTL_BMC_AUTH", "") or "session").strip().lower()
+    """``auth``, else ``$FLEETCTL_BMC_AUTH`` (read as the core reads it), else ``"session"``; anything else is a
+    :class:`DriverError`."""
+    if auth is None:
+        try:
+            return bmc_auth() or "session"
+        except InputError as e:
+            raise DriverError(str(e)) from e
+    choice = auth.strip().lower()
     if choice not in AUTH_MODES:
         raise DriverError(f"BMC authentication {choice!r}: not one of {', '.join(AUTH_MODES)} (FLEETCTL_BMC_AUTH)")
     return choice
