@@ -215,6 +215,8 @@ class RedfishDriver(BMC):
         systems = odata_id(root.get("Systems"))
         if not systems:
             raise DriverError(f"{self.target.name}: this Redfish service has no Systems (a PDU or a switch?)")
+        if self.target.system_id and await self._known_system(systems, self.target.system_id):
+            return
         coll = await self.client.get(systems)
         members = [odata_id(m) for m in coll.get("Members") or [] if odata_id(m)]
         if not members:
@@ -229,6 +231,26 @@ class RedfishDriver(BMC):
         else:
             self.system_uri = members[0]  # type: ignore[assignment]
         self._links_known = False
+
+    async def _known_system(self, systems: str, system_id: str) -> bool:
+        """Take the system the inventory names at ``{Systems}/{id}`` without reading the Systems collection.
+
+        The member URI a Redfish service gives (DSP0266 1.6 on: ``/redfish/v1/Systems/{ComputerSystemId}``); its
+        document is read anyway (read once: the capabilities' reads of it are this answer). True when it is there
+        and is that system (its ``@odata.id`` exactly the URI asked, its ``Id`` the inventory's); False, nothing
+        taken, otherwise (a 404, an error, another case, a trailing slash): the collection is walked as before, which names the
+        ids the BMC has when none matches. Saves the collection's request where the inventory knows the id.
+        """
+        uri = f"{systems.rstrip('/')}/{system_id.strip('/')}"
+        try:
+            doc = await self.client.get_optional(uri)
+        except RedfishError:
+            return False
+        if not isinstance(doc, dict) or odata_id(doc) != uri or str(doc.get("Id")) != system_id.strip("/"):
+            return False
+        self.system_uri = uri
+        self._links_known = False
+        return True
 
     async def ensure_links(self) -> None:
         """Manager and chassis of the system, read on first need."""
@@ -270,6 +292,18 @@ class RedfishDriver(BMC):
             root = await self.client.service_root()
             self._set_profile(detect_vendor(root, model, hint=self.target.vendor_hint), model)
         return self._quirks  # type: ignore[return-value]
+
+    async def quirks_at_no_cost(self) -> Quirks:
+        """The vendor quirks where learning them costs no request of its own, else the generic ones.
+
+        Known already (the service root named the vendor, or a read asked before), or a sweep whose plan reads
+        the manager anyway (its model tells the vendor, and :meth:`quirks` reads it through the same read-once
+        request). For the shortcuts that save a request (:class:`Quirks` ``log_entries_suffix``,
+        ``firmware_inventory_suffix``): spending one to learn the vendor would undo the saving.
+        """
+        if self._quirks is None and self.wants is not None and "manager" in self.wants:
+            return await self.quirks()
+        return self._quirks if self._quirks is not None else Quirks()
 
     @property
     def vendor(self) -> str | None:

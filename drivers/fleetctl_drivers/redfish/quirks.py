@@ -52,6 +52,18 @@ class Quirks:
     update_needs_transfer_protocol: bool = False
     # requests in flight a BMC of this kind stands (caps BMCTarget.max_in_flight)
     max_in_flight_cap: int | None = None
+    # Fixed URIs, where a BMC's firmware builds them from a pattern: the driver reads the document it needs at
+    # its known URI and skips the one that would only name it (a request per skipped document; the cost of a
+    # sweep is per request, docs/sweep.md "Where the time goes"). A guess that misses (404, an error body)
+    # falls back to the walk through the naming document, so a BMC that does not follow the pattern is read
+    # as before. Used only on reads that are not $expand-ed (a BMC that expands names them in one answer).
+    # - the member id of function 0 in a PCIe device's PCIeFunctions collection (the one function the
+    #   board rules read: parse.parse_pcie_device), read without the collection;
+    pcie_function0_id: str | None = None
+    # - where a LogService's entries are, below the service's URI: read without the LogService document;
+    log_entries_suffix: str | None = None
+    # - where the FirmwareInventory is, below the service root's UpdateService: read without the UpdateService.
+    firmware_inventory_suffix: str | None = None
     # Bounds on what one BMC can make fleetctl read and hold (docs/bmc.md, "Bounds on what a BMC says").
     # A BMC answers whatever its firmware builds: a broken one repeats a Members@odata.nextLink, ignores
     # $skip and pages forever, or sends a body without end (one such BMC grew a sweep past 18 GB in four
@@ -226,6 +238,35 @@ PROFILES: tuple[VendorProfile, ...] = (
                 "bmcweb builds",
                 "2.15.0-dev",
                 "bmcweb VirtualMedia supports only InsertMedia/EjectMedia actions (legacy mode), never PATCH",
+            ),
+            # NOTE(openbmc): the three below save requests, they work around nothing. bmcweb offers no
+            # $expand unless built with insecure-enable-redfish-query, so every document is a request;
+            # these are URIs its routes fix (redfish-core/lib/pcie.hpp, log_services.hpp,
+            # update_service.hpp) and the recorded openbmc-stock answers.
+            Workaround(
+                "pcie_function0_id",
+                "0",
+                "OpenBMC",
+                "bmcweb builds",
+                "all seen",
+                "functions are PCIeFunctions/{n}, n the function number (Id and FunctionId), listed 0 to 7; "
+                "a function the device lacks answers 404 ResourceNotFound",
+            ),
+            Workaround(
+                "log_entries_suffix",
+                "/Entries",
+                "OpenBMC",
+                "bmcweb builds",
+                "2.15.0-dev (openbmc-stock: EventLog, HostLogger, Journal)",
+                "every LogService's Entries is {service}/Entries",
+            ),
+            Workaround(
+                "firmware_inventory_suffix",
+                "/FirmwareInventory",
+                "OpenBMC",
+                "bmcweb builds",
+                "2.15.0-dev (openbmc-stock)",
+                "the UpdateService's FirmwareInventory is /redfish/v1/UpdateService/FirmwareInventory",
             ),
         ),
     ),
