@@ -9,7 +9,7 @@ import pytest
 
 from fleetctl.errors import FleetError
 from fleetctl.sweep.engine import SweepOptions
-from fleetctl.sweep.workflow import SWEEP, Shard, ShardSummary, SweepRequest, SweepRunData, merge
+from fleetctl.sweep.workflow import SHARD_TARGETS, SWEEP, Shard, ShardSummary, SweepRequest, SweepRunData, merge, shard_size
 from fleetctl.workflows.describe import Context, Outcome
 
 CTX = Context("process", "alice@h:1")
@@ -45,6 +45,34 @@ def test_on_temporal_shards_are_by_site_with_the_switches_in_the_first(example_l
     assert opened.run == SweepRunData(1, opened.run.started, SweepOptions())  # the targets travel with their shards only
     assert [(u.site, u.data) for u in opened.units] == [("tyo1", Shard(servers[:2], switches)), ("tyo1", Shard(servers[2:], []))]
     assert opened.concurrency == 2 and all(u.timeout_s > 300 for u in opened.units)
+
+
+def test_worker_processes_get_shards_of_at_most_shard_targets_as_on_temporal() -> None:
+    # Even shares of 10,000 servers over 2 processes were 5,000 each: cut within sites of 6,000 and 4,000 that made
+    # shards of 5,000, 1,000 and 4,000, one worker reading twice what the other did (issue 24).
+    assert shard_size(10_000, 2) == SHARD_TARGETS == 1000
+    assert shard_size(1_500, 2) == 750  # an even share where it is smaller
+    assert shard_size(3, 8) == 1 and shard_size(0, 2) == 1
+
+
+def test_the_process_pool_is_given_those_shards(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from fleetctl.sweep import workflow
+
+    asked: list[tuple[SweepRequest, int | None]] = []
+
+    async def arun_local(_d: Any, request: SweepRequest, *, ctx: Any, processes: int | None = None) -> ShardSummary:
+        asked.append((request, processes))
+        return ShardSummary()
+
+    monkeypatch.setattr(workflow, "arun_local", arun_local)
+    servers = [SimpleNamespace(name=f"s{i}") for i in range(10_000)]
+    rec = SimpleNamespace(run_id=1, now=dt.datetime.now(dt.UTC), counts={}, new=[], resolved=[], persisting=[], findings=[])
+    asyncio.run(workflow.local_collector(servers, [], SweepOptions(concurrency=250), processes=2)(rec))  # type: ignore[arg-type]
+    ((request, processes),) = asked
+    assert processes == 2 and request.shard == SHARD_TARGETS and request.options.concurrency == 125
 
 
 def test_a_shard_never_read_ends_the_sweep_with_an_error_after_the_others_are_counted() -> None:
