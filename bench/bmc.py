@@ -181,15 +181,17 @@ def install_recorder() -> dict[str, list[tuple[str, str]]]:
     seen: dict[str, list[tuple[str, str]]] = defaultdict(list)
     orig = RedfishClient._send
 
-    async def _send(
+    def _send(
         self: Any, method: str, url: str, headers: dict, data: bytes | None
     ) -> Any:
+        # A plain function handing back the driver's own coroutine, not a coroutine awaiting it: the recorder
+        # must not add a coroutine (a frame, a GC-tracked object) to every request the sweep is measured on.
         # the driver builds url as self.base + path: cheaper than urlsplit
         path = url.removeprefix(self.base)
         seen[self.target.name].append((method, path))
         if "If-None-Match" in headers:  # a conditional GET: the floor sends the same header
             CONDITIONAL.setdefault(self.target.name, {})[path] = headers["If-None-Match"]
-        return await orig(self, method, url, headers, data)
+        return orig(self, method, url, headers, data)
 
     RedfishClient._send = _send  # type: ignore[method-assign]
     return seen

@@ -16,12 +16,15 @@ its own (TLS on, ``--latency-ms`` injected), and in this process, one after the 
    conditional ones with their ``If-None-Match``), under the same bounds and the same garbage collector
    thresholds as the sweep (``run_many``'s ``sweep_gc``), in this process.
 
-``--loop uvloop`` runs both on uvloop. The load average is printed beside every figure: the machine's
+``--loop uvloop`` runs both on uvloop. ``--counts`` prints, for each sweep and the floor, what they cost the
+event loop and the collector per BMC, counted rather than timed (asyncio loop only): tasks created (and by
+which coroutine), futures, ``call_soon`` and timers (``call_at``), executor hops (threads), garbage
+collections and their time, and the main thread's CPU beside the process's. The load average is printed beside every figure: the machine's
 2 cores are shared (the lab itself takes a large part). Asserts nothing.
 
     .venv/bin/python bench/profile_sweep.py [--bmcs 1000] [--flavours ami,openbmc] [--mode lean|full]
         [--repeat 2] [--loop asyncio|uvloop] [--auth session|basic] [--per-bmc 2] [--profile bench/profiles] [--latency-ms 0]
-        [--expand-levels 1|2|3]
+        [--expand-levels 1|2|3] [--counts]
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import importlib.util
 import os
 import shutil
@@ -143,11 +147,73 @@ def new_loop(kind: str) -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-def run_on(kind: str, coro: Any) -> Any:
-    loop = new_loop(kind)
+class CountingLoop(asyncio.SelectorEventLoop):
+    """asyncio's loop counting what a run asks of it (``--counts``): deterministic where CPU times are noisy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+
+    def create_future(self) -> asyncio.Future[Any]:
+        self.counts["futures"] += 1
+        return super().create_future()
+
+    def create_task(self, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        self.counts["tasks"] += 1
+        self.counts["task " + getattr(coro, "__qualname__", "?")] += 1
+        return super().create_task(coro, **kw)
+
+    def call_soon(self, callback: Any, *args: Any, **kw: Any) -> asyncio.Handle:  # type: ignore[override]
+        self.counts["call_soon"] += 1
+        return super().call_soon(callback, *args, **kw)
+
+    def call_at(self, when: float, callback: Any, *args: Any, **kw: Any) -> asyncio.TimerHandle:  # type: ignore[override]
+        self.counts["timers"] += 1
+        return super().call_at(when, callback, *args, **kw)
+
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:  # type: ignore[override]
+        self.counts["executor hops"] += 1
+        return super().run_in_executor(executor, func, *args)
+
+
+@contextlib.contextmanager
+def gc_counted(counts: Counter[str]) -> Any:
+    """Count the collector's runs and sum their time into ``counts`` (``gc collections``, ``gc ms``)."""
+    started = [0.0]
+
+    def cb(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            counts["gc collections"] += 1
+            started[0] = time.perf_counter()
+        else:
+            counts["gc ms"] += round((time.perf_counter() - started[0]) * 1000)
+
+    gc.callbacks.append(cb)
     try:
-        return loop.run_until_complete(coro)
+        yield
     finally:
+        gc.callbacks.remove(cb)
+
+
+def print_counts(label: str, counts: Counter[str], bmcs: int, main_cpu: float) -> None:
+    per = {k: v / bmcs for k, v in counts.items()}
+    tasks = sorted(((v, k[5:]) for k, v in per.items() if k.startswith("task ") and v >= 0.5), reverse=True)
+    print(f"    {label} per BMC (counted): {per.get('tasks', 0):.1f} tasks, {per.get('futures', 0):.1f} futures, "
+          f"{per.get('call_soon', 0):.0f} call_soon, {per.get('timers', 0):.1f} timers, "
+          f"{per.get('executor hops', 0):.1f} executor hops, {per.get('gc collections', 0):.3f} collections "
+          f"({per.get('gc ms', 0):.2f} ms); main thread {main_cpu / bmcs * 1000:.2f} ms CPU")  # fmt: skip
+    if tasks:
+        print("      tasks by coroutine: " + ", ".join(f"{name} {v:.1f}" for v, name in tasks[:8]))
+
+
+def run_on(kind: str, coro: Any, counts: Counter[str] | None = None) -> Any:
+    loop = CountingLoop() if counts is not None and kind == "asyncio" else new_loop(kind)
+    try:
+        with gc_counted(counts) if counts is not None else contextlib.nullcontext():
+            return loop.run_until_complete(coro)
+    finally:
+        if isinstance(loop, CountingLoop) and counts is not None:
+            counts.update(loop.counts)
         loop.close()
 
 
@@ -194,6 +260,8 @@ def main() -> int:
                    help="the $levels the driver's collection reads ask for where MaxLevels allows "
                         "(capabilities.SWEEP_EXPAND_LEVELS; 1: today's one level); default: the driver's")
     p.add_argument("--no-floor", action="store_true")
+    p.add_argument("--counts", action="store_true",
+                   help="count per BMC the tasks, futures, callbacks, timers, executor hops and collections (asyncio)")
     p.add_argument("--profile", metavar="DIR", help="pyinstrument the (last) sweep into DIR/sweep-N-FLAVOUR-MODE.txt")
     args = p.parse_args()
     sys.path.insert(0, str(REPO))
@@ -246,9 +314,11 @@ def main() -> int:
 
                     profiler = Profiler(interval=0.002, async_mode="disabled")
                     profiler.start()
-                cpu0, t0 = bb.cpu_seconds(), time.perf_counter()
-                results, findings = run_on(args.loop, sweep_once(targets, by_name, args.mode, args.concurrency, cache, args.auth))
-                wall, cpu = time.perf_counter() - t0, bb.cpu_seconds() - cpu0
+                counts: Counter[str] | None = Counter() if args.counts else None
+                cpu0, t0, th0 = bb.cpu_seconds(), time.perf_counter(), time.thread_time()
+                results, findings = run_on(args.loop, sweep_once(targets, by_name, args.mode, args.concurrency, cache, args.auth),
+                                           counts)  # fmt: skip
+                wall, cpu, th = time.perf_counter() - t0, bb.cpu_seconds() - cpu0, time.thread_time() - th0
                 if profiler is not None:
                     profiler.stop()
                     out = Path(args.profile)
@@ -276,6 +346,8 @@ def main() -> int:
                       f"{load()}")  # fmt: skip
                 if failed:
                     print(f"    e.g. {failed[0].target}: {failed[0].error}")
+                if counts is not None:
+                    print_counts("sweep", counts, args.bmcs, th)
                 per = Counter(len(v) for v in plans.values())
                 print("    requests per BMC (recorded): " + ", ".join(f"{k} x{v}" for k, v in sorted(per.items())))
             table.append((flavour, f"{cpu / args.bmcs * 1000:.2f}", f"{req / args.bmcs:.1f}", f"{wall:.2f}", "", "",
@@ -283,16 +355,19 @@ def main() -> int:
             if not args.no_floor:
                 # the conditional GETs are replayed with the same If-None-Match (bench/bmc.py's CONDITIONAL)
                 replay = {n: list(plans[n]) for n in names}
-                cpu0, t0 = bb.cpu_seconds(), time.perf_counter()
+                fcounts: Counter[str] | None = Counter() if args.counts else None
+                cpu0, t0, th0 = bb.cpu_seconds(), time.perf_counter(), time.thread_time()
                 # under the garbage collector's settings of the sweep (run_many's sweep_gc), so that the two compare
                 with floor_gc():
-                    sent, _el, errors = run_on(args.loop, bb.run_bare(targets, replay, args.concurrency, args.per_bmc))
-                bwall, bcpu = time.perf_counter() - t0, bb.cpu_seconds() - cpu0
+                    sent, _el, errors = run_on(args.loop, bb.run_bare(targets, replay, args.concurrency, args.per_bmc), fcounts)
+                bwall, bcpu, bth = time.perf_counter() - t0, bb.cpu_seconds() - cpu0, time.thread_time() - th0
                 print(f"[{flavour} floor] bare aiohttp replaying the last sweep's requests: wall {bwall:.2f} s, "
                       f"CPU {bcpu:.2f} s = {bcpu / args.bmcs * 1000:.2f} ms per BMC, {sent} sent, "
                       f"{len(errors)} errors; fleetctl/floor wall {wall / bwall:.2f}x, CPU {cpu / bcpu:.2f}x; {load()}")  # fmt: skip
                 if errors:
                     print(f"    e.g. {errors[0]}")
+                if fcounts is not None:
+                    print_counts("floor", fcounts, args.bmcs, bth)
                 table[-1] = (*table[-1][:4], f"{wall / bwall:.2f}x", f"{cpu / bcpu:.2f}x", load())
         finally:
             lab_down(state_dir)

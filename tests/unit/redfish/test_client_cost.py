@@ -85,3 +85,29 @@ def test_one_link_is_awaited_without_a_task_and_many_are_read_concurrently_in_or
     assert [g["Name"] for g in got] == ["a", "in", "b"]
     assert len(tasks) == 4  # the links only, concurrently
     assert sorted(errors) == ["/r/err: answered an error body: broken", "/r/missing: HTTP 404"]
+
+
+def test_the_session_log_is_found_without_asking_platformdirs_each_time(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """A client asks for the session log three times per BMC; the data folder is worked out once per environment."""
+    from fleetctl_drivers.redfish import session_log as sl
+
+    import fleetctl.config as config
+
+    asked: list[str] = []
+    real = config.data_dir
+
+    def counted() -> Any:
+        asked.append("data_dir")
+        return real()
+
+    monkeypatch.setattr(config, "data_dir", counted)
+    monkeypatch.setenv("FLEETCTL_DATA_DIR", str(tmp_path / "a"))
+    first = sl.session_log()
+    assert all(sl.session_log() is first for _ in range(5))
+    assert asked == ["data_dir"]
+    monkeypatch.setenv("FLEETCTL_DATA_DIR", str(tmp_path / "b"))  # a test (or a caller) that moves the data folder
+    moved = sl.session_log()
+    assert moved is not first and moved.folder == tmp_path / "b" / "bmc-sessions"
+    assert asked == ["data_dir", "data_dir"]
+    monkeypatch.setenv("FLEETCTL_DATA_DIR", str(tmp_path / "a"))
+    assert sl.session_log() is first
