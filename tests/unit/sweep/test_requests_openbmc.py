@@ -156,3 +156,32 @@ def test_a_wrong_system_id_names_the_ids_the_bmc_has(lab: tuple[Any, Any], sent:
     r = _read(_target(lab, system_id="host2"))
     assert not r.ok and "no system 'host2' (the BMC has: system)" in str(r.error), r.error
     assert [p for _, p, s in sent if s == 404] == ["/redfish/v1/Systems/host2"]
+
+
+def test_the_recorded_openbmc_is_read_at_the_same_uris(sent: Sent) -> None:
+    """The real bmcweb (shared/redfish-mockups/openbmc-stock): its root names no vendor, so the quirks come from
+    the manager's model, which the sweep reads anyway; its log entries and firmware inventory are where the
+    pattern says (4 requests fewer: 3 LogService documents and the UpdateService)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "contract"))
+    from mockup_server import MockupServer, mockups_dir
+
+    base = mockups_dir()
+    if base is None or not (base / "openbmc-stock").is_dir():
+        pytest.skip("shared/redfish-mockups/openbmc-stock not found beside the repository (set FLEETCTL_SHARED)")
+    with MockupServer(base / "openbmc-stock") as server:
+        target = BMCTarget(name="openbmc-stock", url=server.url, username="admin", password="secret", timeout=10, retries=0)
+        old = _read(target, plan=ReadPlan.full(), expand=False)
+        sent.clear()
+        new = _read(target)
+    assert new.ok and old.ok, (new.error, old.error)
+    assert new.value.firmware == old.value.firmware and new.value.firmware
+    assert new.value.logs == old.value.logs and new.value.logs
+    gets = _gets(sent)
+    assert sorted(p for p in gets if "/LogServices/" in p) == [
+        "/redfish/v1/Managers/bmc/LogServices/Journal/Entries", "/redfish/v1/Systems/system/LogServices/EventLog/Entries",
+        "/redfish/v1/Systems/system/LogServices/HostLogger/Entries"]  # fmt: skip
+    assert "/redfish/v1/UpdateService" not in gets
+    assert len(sent) == 19 and all(status < 400 for _, _, status in sent), sent
