@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,3 +112,43 @@ def test_the_session_log_is_found_without_asking_platformdirs_each_time(monkeypa
     assert asked == ["data_dir", "data_dir"]
     monkeypatch.setenv("FLEETCTL_DATA_DIR", str(tmp_path / "a"))
     assert sl.session_log() is first
+
+
+def test_fleet_sessions_share_the_ca_store_until_the_ca_file_changes(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Loading the CA store was 20-30 ms of CPU for every FleetSession (a sweep opens one per shard)."""
+    import os
+    import ssl
+
+    import fleetctl_drivers.redfish.client as client_mod
+    from fleetctl_drivers.redfish.client import FleetSession
+
+    made: list[str | None] = []
+    real = ssl.create_default_context
+
+    def counted(*a: Any, cafile: str | None = None, **kw: Any) -> ssl.SSLContext:
+        made.append(cafile)
+        return real(*a, cafile=cafile, **kw)
+
+    monkeypatch.setattr(client_mod.ssl, "create_default_context", counted)
+    monkeypatch.setattr(client_mod, "_CONTEXTS", {})
+    certifi = pytest.importorskip("certifi")  # a CA bundle to copy
+    cafile = tmp_path / "ca.pem"
+    cafile.write_bytes(Path(certifi.where()).read_bytes())
+
+    async def main() -> list[ssl.SSLContext | None]:
+        out = []
+        for _ in range(3):
+            async with FleetSession() as fs:
+                out.append(fs.ssl_context)
+        for _ in range(2):
+            async with FleetSession(cafile=str(cafile)) as fs:
+                out.append(fs.ssl_context)
+        st = os.stat(cafile)
+        os.utime(cafile, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # the CA file rewritten
+        async with FleetSession(cafile=str(cafile)) as fs:
+            out.append(fs.ssl_context)
+        return out
+
+    ctxs = asyncio.run(main())
+    assert ctxs[0] is ctxs[1] is ctxs[2] and ctxs[3] is ctxs[4] and ctxs[5] is not ctxs[4]
+    assert made == [None, str(cafile), str(cafile)]
