@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import os
 import resource
 import statistics
@@ -215,6 +216,21 @@ async def run_fleetctl(
 
 
 # --- 2. the floor: bare aiohttp -----------------------------------------------------------
+
+
+def sweep_process_settings() -> contextlib.ExitStack:
+    """The process-wide settings a sweep runs under (``fleetctl_drivers.redfish.sweep``: the collector's
+    thresholds, the TLS connections' read buffers), so that a floor is measured as the sweep is, in CPU and in
+    memory; none where this checkout's driver has them not."""
+    stack = contextlib.ExitStack()
+    try:
+        from fleetctl_drivers.redfish import sweep
+    except ImportError:
+        return stack
+    for name in ("sweep_gc", "sweep_tls_buffers"):
+        if (setting := getattr(sweep, name, None)) is not None:
+            stack.enter_context(setting())
+    return stack
 
 
 async def run_bare(

@@ -131,12 +131,9 @@ def by_category(session: Any) -> list[tuple[str, float]]:
 
 
 def floor_gc() -> Any:
-    """The garbage collector's thresholds of a sweep (``fleetctl_drivers.redfish.sweep.sweep_gc``), where it has them."""
-    try:
-        from fleetctl_drivers.redfish.sweep import sweep_gc
-    except ImportError:
-        return contextlib.nullcontext()
-    return sweep_gc()
+    """The process-wide settings of a sweep (bench/bmc.py's ``sweep_process_settings``: the collector's thresholds, the
+    TLS read buffers), where this checkout has them."""
+    return sys.modules["bench_bmc"].sweep_process_settings()
 
 
 def new_loop(kind: str) -> asyncio.AbstractEventLoop:

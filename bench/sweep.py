@@ -30,7 +30,8 @@ lab's snmpsim), ``--latency-ms`` is injected on every BMC through
 3. The floor: a bare aiohttp client (bench/bmc.py's ``run_bare``) replaying
    exactly the requests recorded in 2, per BMC (service root, login, the GETs,
    logout), under the same bounds (2 in flight per BMC, ``--concurrency``
-   BMCs at once), in a process of its own.
+   BMCs at once) and the sweep's process settings (the collector's thresholds,
+   32 KiB TLS read buffers), in a process of its own.
 4. (first size only) Ansible's ``community.general.redfish_info`` over
    ``--ansible-bmcs`` lab BMCs, ``ansible-playbook -f 50``, connection local,
    one task with category Systems, Chassis, Manager, Update. community.general
@@ -252,7 +253,8 @@ def h_bare(targets_file: str, plans_file: str, concurrency: int, per_bmc: int, o
     plans = {n: [tuple(x) for x in v] for n, v in json.loads(Path(plans_file).read_text()).items()}
     targets = [SimpleNamespace(name=n, url=t["url"], fingerprint=t["fingerprint"]) for n, t in doc["servers"].items() if n in plans]
     t0 = time.perf_counter()
-    sent, elapsed, errors = asyncio.run(B.run_bare(targets, plans, concurrency, per_bmc))
+    with B.sweep_process_settings():  # the collector's thresholds and the TLS buffers of the sweep it is compared with
+        sent, elapsed, errors = asyncio.run(B.run_bare(targets, plans, concurrency, per_bmc))
     wall = time.perf_counter() - t0
     Path(out).write_text(json.dumps({"wall": wall, "sent": sent, "bmcs": len(targets), "errors": errors[:5], "n_errors": len(errors),
                                      "median_bmc_s": statistics.median(elapsed) if elapsed else None}))  # fmt: skip
