@@ -39,6 +39,13 @@ class Flavour:
     # ExpandQuery.MaxLevels the service root advertises (and the deepest ``$levels`` served), where ``expand``:
     # iLO 5 says 1, the recorded Gigabyte AMI (shared/redfish-mockups/gigabyte-ami) 5, DMTF's rackmount 6.
     expand_levels: int = 1
+    # The ``only`` query (DSP0266: ``GET {collection}?only`` on a collection of exactly one member answers that
+    # member): "" not advertised (ProtocolFeaturesSupported has no OnlyMemberQuery) and ignored, as a service
+    # ignores a query parameter it does not know that does not start with "$"; "served": advertised and served,
+    # as every recorded service does (bmcweb, iLO 5, the Gigabyte AMI, DMTF's rackmount1); and, for tests of a
+    # client's fallback, "ignored" (advertised, the collection answered anyway) and "refused" (advertised,
+    # answered 501).
+    only_query: str = ""
     # ServiceRoot.Vendor and the key of ServiceRoot.Oem ("" = no Oem section); Product is the
     # manager model unless ``product_is_model`` (iLO puts the server's model there).
     root_vendor: str = "Lab"
@@ -78,6 +85,7 @@ FLAVOURS: dict[str, Flavour] = {
         boot_targets=("None", "Pxe", "Cd", "Usb", "Hdd", "BiosSetup", "UefiHttp", "UefiShell"),
         error_code="Base.1.18.GeneralError",
         reset_types=_ALL_RESETS,
+        only_query="served",  # DMTF public-rackmount1 advertises OnlyMemberQuery
     ),
     # NOTE(hpe): iLO 5 (DL325, XL675d captures): slot 1 is floppy/USB, slot 2
     # is CD/DVD; IML and IEL logs; only the old Thermal/Power schemas.
@@ -100,6 +108,7 @@ FLAVOURS: dict[str, Flavour] = {
         # drivers can be tested against every reset type.
         reset_types=_ALL_RESETS,
         root_vendor="HPE",
+        only_query="served",  # NOTE(hpe): both iLO 5 captures advertise OnlyMemberQuery
     ),
     # NOTE(openbmc): bmcweb; ids system/chassis/bmc; EventLog and Journal.
     "openbmc": Flavour(
@@ -121,6 +130,7 @@ FLAVOURS: dict[str, Flavour] = {
         error_code="Base.1.13.0.GeneralError",
         reset_types=_ALL_RESETS,
         root_vendor="OpenBMC",
+        only_query="served",  # NOTE(openbmc): the recorded bmcweb (openbmc-stock) advertises OnlyMemberQuery
     ),
     # NOTE(ami): Gigabyte MegaRAC capture: ids Self, CD1 slot, SEL under the
     # manager, old Thermal/Power plus a Sensors collection.
@@ -142,6 +152,7 @@ FLAVOURS: dict[str, Flavour] = {
         reset_types=_ALL_RESETS,
         root_vendor="AMI",
         expand_levels=5,  # NOTE(ami): the Gigabyte MegaRAC capture's ExpandQuery.MaxLevels
+        only_query="served",  # NOTE(ami): the Gigabyte MegaRAC capture advertises OnlyMemberQuery
     ),
     # NOTE(dell): iDRAC 9 naming; virtual media slots CD and RemovableDisk;
     # Sel and Lclog under the manager. Not from a recording (none shipped).

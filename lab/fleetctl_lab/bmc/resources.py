@@ -98,6 +98,8 @@ def service_root(bmc: SimBMC) -> dict[str, Any]:
             "ExpandQuery": ({"ExpandAll": False, "Levels": True, "MaxLevels": bmc.flavour.expand_levels, "Links": False, "NoLinks": True}
                             if bmc.flavour.expand else {"ExpandAll": False, "Levels": False, "Links": False, "NoLinks": False}),
             "FilterQuery": False, "SelectQuery": False,
+            # Only where the vendor's recorded service says it (Flavour.only_query); the others as they were.
+            **({"OnlyMemberQuery": True} if bmc.flavour.only_query else {}),
         },  # fmt: skip
     }
 

@@ -384,6 +384,8 @@ class BMCLab:
                     return self._json(400, error_body(bmc.flavour.error_code, 400, "Base.1.18.MalformedJSON",
                                                       "The request body submitted was malformed JSON and could not be parsed."), {})
         status, doc, hdrs = dispatch(bmc, "GET" if method == "HEAD" else method, path, body)
+        if method == "GET" and status == 200 and "only" in request.query and bmc.flavour.only_query:
+            status, doc, hdrs = _only(bmc, request, doc, hdrs)
         if method == "GET" and status == 200 and bmc.flavour.expand and isinstance(doc, dict) and "$expand" in request.query:
             doc = expanded(bmc, doc, request.query.get("$expand"))
         if method == "GET" and status == 200 and faults and isinstance(doc, dict) and "Members" in doc:
@@ -629,3 +631,30 @@ def _paged(bmc: SimBMC, doc: dict[str, Any], path: str, skip_arg: str | None) ->
     bmc.counters.faults_served += 1
     return {**doc, "Members": page, "Members@odata.count": n, "Members@odata.nextLink": f"{path}?$skip={nxt}"}
 
+
+def _only(bmc: SimBMC, request: web.BaseRequest, doc: Any, hdrs: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+    """``GET {collection}?only`` (DSP0266, ``ProtocolFeaturesSupported.OnlyMemberQuery``), where the dialect offers it.
+
+    A collection of exactly one member answers that member's document (the member's own answer: the same bytes,
+    so the same ETag); of none or several, the collection as usual. As the specification asks: 400
+    QueryNotSupportedOnResource on a resource that is not a collection, 400 QueryCombinationInvalid with another
+    query parameter. ``Flavour.only_query`` "ignored" answers as if no query were asked, "refused" 501.
+    """
+    mode = bmc.flavour.only_query
+    if mode == "ignored":
+        return 200, doc, hdrs
+    code = bmc.flavour.error_code
+    if mode == "refused":
+        return 501, error_body(code, 501, "Base.1.18.QueryNotSupported", "Querying is not supported by the implementation."), {}
+    if len(request.query) > 1:
+        return 400, error_body(code, 400, "Base.1.18.QueryCombinationInvalid",
+                               "Two or more query parameters in the request cannot be used together."), {}  # fmt: skip
+    if not isinstance(doc, dict) or not isinstance(doc.get("Members"), list):
+        return 400, error_body(code, 400, "Base.1.18.QueryNotSupportedOnResource",
+                               "Querying is not supported on the requested resource."), {}  # fmt: skip
+    members = doc["Members"]
+    link = members[0].get("@odata.id") if len(members) == 1 and isinstance(members[0], dict) else None
+    if not isinstance(link, str):
+        return 200, doc, hdrs
+    status, member, mhdrs = dispatch(bmc, "GET", link.rstrip("/"), None)
+    return (status, member, mhdrs) if status == 200 else (200, doc, hdrs)
