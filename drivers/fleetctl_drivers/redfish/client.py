@@ -723,6 +723,20 @@ class RedfishClient:
                 raise
         return await asyncio.shield(fut)
 
+    def remember(self, uri: str, body: Any) -> bool:
+        """With ``read_once``, answer later GETs of ``uri`` with ``body`` (a document another request brought: the
+        member a collection's ``?only`` answered); False, nothing kept, without ``read_once`` or when ``uri`` was
+        asked already (that answer stands)."""
+        if self._memo is None or uri in self._memo:
+            return False
+        fut = self._memo[uri] = asyncio.get_running_loop().create_future()
+        fut.set_result(body)
+        return True
+
+    def remembered(self, uri: str) -> bool:
+        """Whether a GET of ``uri`` would be answered from what ``read_once`` holds (asked already, or in flight)."""
+        return self._memo is not None and uri in self._memo
+
     async def get_optional(self, uri: str | None) -> Any | None:
         """GET that answers None for a missing optional section (404) or an error body."""
         if not uri:
@@ -972,6 +986,10 @@ class RedfishClient:
         """True when the service root says collections can be read with their members ($expand)."""
         eq = ((await self.service_root()).get("ProtocolFeaturesSupported") or {}).get("ExpandQuery") or {}
         return isinstance(eq, dict) and bool(eq.get("NoLinks") or eq.get("ExpandAll"))
+
+    async def offers_only(self) -> bool:
+        """True when the service root says a one-member collection answers ``?only`` with its member (DSP0266)."""
+        return ((await self.service_root()).get("ProtocolFeaturesSupported") or {}).get("OnlyMemberQuery") is True
 
     async def expand_query(self) -> str:
         """The query that expands a collection's members on this service ("" when not asked or not offered)."""

@@ -4,7 +4,7 @@
         state = await bmc.power.state()
         facts = await bmc.inventory.facts()
 
-Opening costs three requests (service root, session login, Systems); the
+Opening costs three requests (service root, session login, Systems: with ``?only`` the system itself); the
 vendor profile is detected from the service root, and only when the root
 does not tell (OpenBMC, DMTF reference services) from the manager's model,
 on first need.
@@ -13,6 +13,7 @@ on first need.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -32,7 +33,7 @@ from .capabilities import (
     RedfishMedia,
     RedfishPower,
 )
-from .client import RETRY_STATUSES, FleetSession, RedfishClient, RedfishError, odata_id
+from .client import RETRY_STATUSES, FleetSession, RedfishClient, RedfishError, is_error_body, odata_id
 from .quirks import GENERIC, Quirks, VendorProfile, detect_vendor, quirks_for
 
 # What a BMC answers a login with when every session slot is taken. The DMTF Base registry's
@@ -41,6 +42,8 @@ from .quirks import GENERIC, Quirks, VendorProfile, detect_vendor, quirks_for
 # with backoff. NOTE(dell): iDRAC 9 answers 400 with its own IDRAC.2.x.RAC0218 ("The maximum
 # number of user sessions is reached"), which nothing retries: the driver asks once more.
 SESSION_LIMIT_IDS = ("SessionLimitExceeded", "RAC0218")
+
+log = logging.getLogger(__name__)
 
 
 class SessionLimitReached(BMCError):
@@ -217,7 +220,14 @@ class RedfishDriver(BMC):
             raise DriverError(f"{self.target.name}: this Redfish service has no Systems (a PDU or a switch?)")
         if self.target.system_id and await self._known_system(systems, self.target.system_id):
             return
-        coll = await self.client.get(systems)
+        coll: Any = {}
+        # With HTTP Basic the collection was read already (the credentials' proof): nothing to save then.
+        if not self.target.system_id and not self.client.remembered(systems) and await self.client.offers_only():
+            coll = await self._only_system(systems)
+            if coll is None:
+                return
+        if not isinstance(coll.get("Members"), list):
+            coll = await self.client.get(systems)
         members = [odata_id(m) for m in coll.get("Members") or [] if odata_id(m)]
         if not members:
             raise DriverError(f"{self.target.name}: the BMC lists no ComputerSystem")
@@ -231,6 +241,36 @@ class RedfishDriver(BMC):
         else:
             self.system_uri = members[0]  # type: ignore[assignment]
         self._links_known = False
+
+    async def _only_system(self, systems: str) -> dict | None:
+        """Read ``{Systems}?only`` (DSP0266 ``OnlyMemberQuery``): the system itself where the BMC has exactly one.
+
+        A ComputerSystem answered (no ``Members``, its ``@odata.id`` a member of ``systems``, its type, if named,
+        a ComputerSystem) is taken: ``system_uri`` is set, and with ``read_once`` the capabilities' reads of that
+        URI are this answer, so the collection and the member cost one request, not two. Returns None then.
+        Otherwise returns the answer to go on with as the collection: the collection itself (several systems, or
+        a BMC that ignores ``only``: the walk goes on with it, no request more), or {} for anything else (a
+        refused query, 400/501, or an odd answer), which makes the caller read the plain collection as before.
+        A query is never conditional (``If-None-Match``): see :meth:`RedfishClient._get_body`.
+        """
+        try:
+            doc = await self.client.get(f"{systems}?only")
+        except RedfishError as e:
+            log.debug("%s: %s?only refused (%s); reading the collection", self.target.name, systems, e.status)
+            return {}
+        if not isinstance(doc, dict) or is_error_body(doc):
+            return {}
+        if isinstance(doc.get("Members"), list):
+            return doc
+        uri = odata_id(doc)
+        kind = doc.get("@odata.type")
+        if (not uri or uri.rstrip("/").rsplit("/", 1)[0] != systems.rstrip("/")
+                or (isinstance(kind, str) and not kind.startswith("#ComputerSystem."))):  # fmt: skip
+            return {}
+        self.system_uri = uri
+        self.client.remember(uri, doc)
+        self._links_known = False
+        return None
 
     async def _known_system(self, systems: str, system_id: str) -> bool:
         """Take the system the inventory names at ``{Systems}/{id}`` without reading the Systems collection.
