@@ -149,27 +149,18 @@ def bmc_operation(cursors: dict[str, str | None], *, plan: ReadPlan | None = Non
         if cache is not None and hasattr(bmc, "use_cache"):
             await bmc.use_cache(cache)
 
-        async def part(label: str, coro: Any) -> Any:
-            try:
-                return await coro
-            except Exception as e:  # noqa: BLE001 - a part the BMC cannot give is that part's verdict
-                msg = str(e) if str(e) else type(e).__name__
-                r.errors[label] = msg if msg.startswith(name) else f"{name}: {msg}"
-                return None
-
-        async def nothing() -> None:
-            return None
-
         # Facts and health share System and Chassis (read once); manager, logs and firmware are apart.
         # A part no enabled check judges is not read: it stays None, with no error (nothing judges it).
-        facts, health, manager, logs, firmware = await asyncio.gather(
-            part("facts", bmc.inventory.facts() if plan.part("facts") else nothing()),
-            part("health", bmc.health.report() if plan.part("health") else nothing()),
-            part("manager", bmc.manager.facts() if plan.part("manager") else nothing()),
-            part("logs", bmc.health.log_entries(since=cursors.get(name)) if plan.part("logs") else nothing()),
-            part("firmware", bmc.firmware.inventory() if plan.part("firmware") else nothing()),
-        )
-        r.facts, r.health, r.manager, r.firmware = facts, health, manager, firmware
+        jobs = [job for job in (
+            ("facts", bmc.inventory.facts, _NO_ARGS),
+            ("health", bmc.health.report, _NO_ARGS),
+            ("manager", bmc.manager.facts, _NO_ARGS),
+            ("logs", bmc.health.log_entries, {"since": cursors.get(name)}),
+            ("firmware", bmc.firmware.inventory, _NO_ARGS),
+        ) if plan.part(job[0])]  # fmt: skip
+        got = await read_parts(jobs, r, name)
+        r.facts, r.health, r.manager, r.firmware = (got.get(k) for k in ("facts", "health", "manager", "firmware"))
+        logs = got.get("logs")
         if logs is not None:
             r.logs, r.log_cursor = logs
         else:
@@ -178,6 +169,47 @@ def bmc_operation(cursors: dict[str, str | None], *, plan: ReadPlan | None = Non
         return r
 
     return op
+
+
+#: How many parts of one BMC's reading are read at once (:func:`read_parts`). The BMC's own bound (``max_in_flight``,
+#: 2) is what limits its requests; a third reader keeps two requests ready where two parts wait on one shared
+#: document (facts and health both start with System, read once). A task per part (5) bought nothing more and
+#: cost a suspended task, a closure and a gather per part (issue 24).
+PART_READERS = 3
+
+_NO_ARGS: dict[str, Any] = {}
+
+
+async def read_parts(jobs: list[tuple[str, Any, dict[str, Any]]], r: ServerReading, name: str) -> dict[str, Any]:
+    """{label: what ``read(**kwargs)`` gave} for each job, at most :data:`PART_READERS` at once, in the jobs' order.
+
+    A part that fails is that part's error in ``r.errors`` (prefixed with the BMC's name), and the others are
+    still read. Cancelled (the BMC's deadline), the readers still running are cancelled with it.
+    """
+    got: dict[str, Any] = {}
+    queue = iter(jobs)
+    n = min(PART_READERS, len(jobs))
+    others = [asyncio.ensure_future(_read_parts(queue, got, r, name)) for _ in range(n - 1)]
+    try:
+        await _read_parts(queue, got, r, name)
+        for t in others:
+            await t
+    except BaseException:
+        for t in others:
+            t.cancel()
+        raise
+    return got
+
+
+async def _read_parts(queue: Any, got: dict[str, Any], r: ServerReading, name: str) -> None:
+    """One reader: the next part from the shared ``queue`` until none is left (a loop over at most 5 parts, each
+    awaiting its requests, so the deadline lands as it did)."""
+    for label, read, kwargs in queue:
+        try:
+            got[label] = await read(**kwargs)
+        except Exception as e:  # noqa: BLE001 - a part the BMC cannot give is that part's verdict
+            msg = str(e) if str(e) else type(e).__name__
+            r.errors[label] = msg if msg.startswith(name) else f"{name}: {msg}"
 
 
 def _default_cache() -> str | None:

@@ -562,11 +562,11 @@ class RedfishInventory(_Capability, InventoryInterface):
         nics_task = (
             self.c.members(odata_id(system.get("EthernetInterfaces")) or "", errors=warnings)
             if odata_id(system.get("EthernetInterfaces")) and self.d.wanted("facts.nics")
-            else _none_list()
+            else None
         )
         devices_wanted = self.d.wanted("facts.devices")
         if not devices_wanted:
-            pcie_task: Any = _none_list()
+            pcie_task: Any = None
         elif q.oem_devices == "hpe":
             pcie_task = self._hpe_devices(system, warnings)
         else:
@@ -574,8 +574,8 @@ class RedfishInventory(_Capability, InventoryInterface):
         # GPUs and accelerators listed as Processors (DMTF's examples, OpenBMC, NVIDIA HGX):
         # one collection read, expanded where the client asks for it
         procs_uri = odata_id(system.get("Processors")) if devices_wanted else None
-        procs_task = self.c.members(procs_uri, errors=warnings) if procs_uri else _none_list()
-        eths, devices, procs = await asyncio.gather(nics_task, pcie_task, procs_task)
+        procs_task = self.c.members(procs_uri, errors=warnings) if procs_uri else None
+        eths, devices, procs = (got or [] for got in await _together(nics_task, pcie_task, procs_task))
         ps = system.get("ProcessorSummary") or {}
         mem = system.get("MemorySummary") or {}
         rules = parse.load_board_rules(self.d.accelerators_file)
@@ -628,24 +628,39 @@ class RedfishInventory(_Capability, InventoryInterface):
                 seen.add(key)  # type: ignore[arg-type]
                 unique.append(r)
         docs = await self.c.expand(unique, errors=warnings)
+        # A device whose functions came inline (a deep read) is parsed here, without a request or a task; the
+        # others are read by as many readers as the BMC takes requests at once, in the devices' order.
+        out: list[PCIeDevice | None] = [None] * len(docs)
+        slow: list[int] = []
+        limit = self.c.bounds.max_collection_members
+        for i, dev in enumerate(docs):
+            fn_refs = _function_refs(dev, limit)
+            if fn_refs is not None and not any(_is_link(r) for r in fn_refs):
+                out[i] = parse.parse_pcie_device(dev, await self.c.expand(fn_refs, errors=warnings), decimal_ids=decimal)
+            else:
+                slow.append(i)
+        if slow:
+            read = await _each(self.c, [(docs[i], _function_refs(docs[i], limit)) for i in slow],
+                               self._device, warnings, decimal, function0)  # fmt: skip
+            for i, dev in zip(slow, read, strict=True):
+                out[i] = dev
+        return out  # type: ignore[return-value]  # every slot filled above
 
-        async def one(dev: dict) -> PCIeDevice:
-            fn_refs = (dev.get("Links") or {}).get("PCIeFunctions")
-            inline = parse.whole_collection(dev.get("PCIeFunctions"), self.c.bounds.max_collection_members, expanded=True)
-            if fn_refs is None and inline is not None:
-                fn_refs = inline["Members"]  # a deep read brought the functions (links left are read below)
-            elif fn_refs is None and (fn_uri := odata_id(dev.get("PCIeFunctions"))):
-                # Only function 0 is judged (parse_pcie_device): where the BMC names it (Quirks.pcie_function0_id),
-                # one request instead of the collection and its members (bmcweb: 2 -> 1 per device).
-                zero = await _function_zero(self.c, fn_uri, function0) if function0 else None
-                if zero is not None:
-                    return parse.parse_pcie_device(dev, [zero], decimal_ids=decimal)
-                fcoll = await self.c.collection(fn_uri)
-                fn_refs = (fcoll or {}).get("Members") or []
-            functions = await self.c.expand(fn_refs or [], errors=warnings)
-            return parse.parse_pcie_device(dev, functions, decimal_ids=decimal)
-
-        return list(await asyncio.gather(*(one(d) for d in docs)))
+    async def _device(self, item: tuple[dict, list | None], warnings: list[str], decimal: bool,
+                      function0: str | None) -> PCIeDevice:  # fmt: skip
+        """A PCIe device with its functions, read where they are not in ``item`` (device, :func:`_function_refs`)."""
+        dev, fn_refs = item
+        if fn_refs is None:
+            fn_uri = odata_id(dev.get("PCIeFunctions")) or ""
+            # Only function 0 is judged (parse_pcie_device): where the BMC names it (Quirks.pcie_function0_id),
+            # one request instead of the collection and its members (bmcweb: 2 -> 1 per device).
+            zero = await _function_zero(self.c, fn_uri, function0) if function0 else None
+            if zero is not None:
+                return parse.parse_pcie_device(dev, [zero], decimal_ids=decimal)
+            fcoll = await self.c.collection(fn_uri)
+            fn_refs = (fcoll or {}).get("Members") or []
+        functions = await self.c.expand(fn_refs or [], errors=warnings)
+        return parse.parse_pcie_device(dev, functions, decimal_ids=decimal)
 
     async def _hpe_devices(self, system: dict, warnings: list[str]) -> list[PCIeDevice]:
         # NOTE: HPE iLO 5 (DL325/XL675d Gen10 Plus, 2.46/2.55): see quirks.oem_devices
@@ -723,6 +738,24 @@ async def _deep_members(c: RedfishClient, uri: str, levels: int, *, errors: list
     return await c.members(uri, errors=errors)
 
 
+def _function_refs(dev: dict, limit: int) -> list | None:
+    """A PCIe device's function references: its ``Links.PCIeFunctions``, else the members a deep read brought
+    inline; None when its ``PCIeFunctions`` collection is still to be read."""
+    fn_refs = (dev.get("Links") or {}).get("PCIeFunctions")
+    if fn_refs is None:
+        inline = parse.whole_collection(dev.get("PCIeFunctions"), limit, expanded=True)
+        if inline is not None:
+            return inline["Members"]  # links left among them are read by expand
+        if odata_id(dev.get("PCIeFunctions")):
+            return None
+    return fn_refs or []
+
+
+def _is_link(ref: Any) -> bool:
+    """Whether :meth:`RedfishClient.expand` reads ``ref`` (a bare ``@odata.id`` link) rather than taking it as is."""
+    return isinstance(ref, dict) and bool(ref.get("@odata.id")) and (len(ref) == 1 or (len(ref) == 2 and "@odata.type" in ref))
+
+
 async def _function_zero(c: RedfishClient, functions_uri: str, member: str) -> dict | None:
     """Function 0 of a PCIe device, read at ``{functions_uri}/{member}`` without its collection; None when that is
     not it (missing, an error, a ``FunctionId`` other than 0): the caller reads the collection as before.
@@ -751,12 +784,60 @@ async def _member_links(c: RedfishClient, uri: str, limit: int) -> list[str] | N
     return links  # type: ignore[return-value]
 
 
-async def _none_list() -> list:
-    return []
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """A done callback: the task's exception is retrieved (asyncio logs one nobody retrieved)."""
+    if not task.cancelled():
+        task.exception()
 
 
-async def _none() -> None:
-    return None
+async def _together(*reads: Any) -> list[Any]:
+    """What each of ``reads`` (coroutines; None: nothing to read, None) gives, read concurrently as
+    ``asyncio.gather`` would, with a task for each but the first, which is awaited here: one task fewer per call.
+    The first starts first, as under gather (its tasks start in order at the loop's next turn).
+
+    As with gather: the first exception is raised and the other reads go on (their exceptions retrieved);
+    cancelled, the reads still running are cancelled.
+    """
+    live = [i for i, c in enumerate(reads) if c is not None]
+    out: list[Any] = [None] * len(reads)
+    if not live:
+        return out
+    tasks = [asyncio.ensure_future(reads[i]) for i in live[1:]]
+    try:
+        out[live[0]] = await reads[live[0]]
+    except asyncio.CancelledError:
+        for t in tasks:
+            t.cancel()
+        raise
+    except BaseException:
+        for t in tasks:
+            t.add_done_callback(_retrieve)
+        raise
+    if len(tasks) == 1:
+        out[live[1]] = await tasks[0]
+    elif tasks:
+        for i, got in zip(live[1:], await asyncio.gather(*tasks), strict=True):
+            out[i] = got
+    return out
+
+
+async def _drain(queue: Any, out: list[Any], read: Any, args: tuple[Any, ...]) -> None:
+    """One reader: ``out[i] = await read(item, *args)`` for the next ``(i, item)`` of the shared ``queue`` until none
+    is left (a loop over a bounded collection's members, each awaiting a request)."""
+    for i, item in queue:
+        out[i] = await read(item, *args)
+
+
+async def _each(c: RedfishClient, items: Sequence[Any], read: Any, *args: Any) -> list[Any]:
+    """``[await read(item, *args) for item in items]``, as many at once as the BMC lets requests fly
+    (``max_in_flight``, 2): a few readers, not a task per member (issue 24). Results in ``items``' order;
+    the requests are started in that order too."""
+    out: list[Any] = [None] * len(items)
+    queue = iter(enumerate(items))
+    n = min(len(items), max(1, c.target.max_in_flight))
+    if n:
+        await _together(*(_drain(queue, out, read, args) for _ in range(n)))
+    return out
 
 
 # --------------------------------------------------------------------- health
@@ -790,9 +871,9 @@ class RedfishHealth(_Capability, HealthInterface):
         # subsystems take a request per member where the BMC cannot expand a collection (OpenBMC's
         # default: 28 requests on a lab MN-Server). There, read the old ones first.
         if odata_id(chassis.get("Thermal")) and odata_id(chassis.get("Power")) and not await self.c.offers_expand():
-            thermal, power = await asyncio.gather(
-                self.c.get_optional(odata_id(chassis.get("Thermal"))) if want_thermal else _none(),
-                self.c.get_optional(odata_id(chassis.get("Power"))) if want_psus else _none())  # fmt: skip
+            thermal, power = await _together(
+                self.c.get_optional(odata_id(chassis.get("Thermal"))) if want_thermal else None,
+                self.c.get_optional(odata_id(chassis.get("Power"))) if want_psus else None)  # fmt: skip
             if thermal:
                 report.fans, report.temperatures = parse.parse_old_thermal(thermal)
                 if not want_fans:
@@ -869,32 +950,20 @@ class RedfishHealth(_Capability, HealthInterface):
             # Not "no news": nothing can be said about the log (sushy-tools, a BMC with logs turned off).
             raise self._fail("the BMC offers no log service (Systems or Managers LogServices)")
         entries: list[LogEntry] = []
-
-        async def read(uri: str) -> tuple[list[LogEntry], bool]:
-            """The entries at ``uri``, and whether a log service has them (False: a guess that missed)."""
+        # Entries a deep read brought whole are parsed here, without a request or a task; the other services
+        # are read by as many readers as the BMC takes requests at once, in the services' order.
+        read_all: list[tuple[list[LogEntry], bool]] = [([], False)] * len(services)
+        slow: list[int] = []
+        for i, uri in enumerate(services):
             whole = inline.get(uri)
-            if whole is not None:
+            if whole is not None and not any(_is_link(m) for m in whole["Members"]):
                 items = await self.c.expand(whole["Members"])
-            elif uri in guessed:
-                missing: list[str] = []
-                items = await self.c.members(uri, errors=missing)
-                if f"{uri}: missing" in missing:
-                    # Not where the pattern says: the service's own document tells, as the walk without the
-                    # pattern reads it (a service that fails or has no Entries is no log service there either).
-                    try:
-                        svc = await self.c.get_optional(guessed[uri])
-                    except RedfishError:
-                        svc = None
-                    entries_uri = odata_id((svc or {}).get("Entries"))
-                    if not entries_uri:
-                        return [], False
-                    items = await self.c.members(entries_uri) if entries_uri != uri else []  # that one is missing
-                    uri = entries_uri
+                read_all[i] = ([parse.parse_log_entry(e, uri.rsplit("/Entries", 1)[0]) for e in items], True)
             else:
-                items = await self.c.members(uri)
-            return [parse.parse_log_entry(e, uri.rsplit("/Entries", 1)[0]) for e in items], True
-
-        read_all = await asyncio.gather(*(read(u) for u in services))
+                slow.append(i)
+        if slow:
+            for i, got in zip(slow, await _each(self.c, [services[i] for i in slow], self._log_read, inline, guessed), strict=True):
+                read_all[i] = got
         if not any(found for _, found in read_all):
             raise self._fail("the BMC offers no log service (Systems or Managers LogServices)")
         for batch, _ in read_all:
@@ -905,6 +974,30 @@ class RedfishHealth(_Capability, HealthInterface):
         newest = max((e.created for e in entries if e.created), default=None)
         cursor = newest.isoformat() if newest else since
         return entries, cursor
+
+    async def _log_read(self, uri: str, inline: dict[str, dict], guessed: dict[str, str]) -> tuple[list[LogEntry], bool]:
+        """The entries at ``uri``, and whether a log service has them (False: a guess that missed)."""
+        whole = inline.get(uri)
+        if whole is not None:
+            items = await self.c.expand(whole["Members"])
+        elif uri in guessed:
+            missing: list[str] = []
+            items = await self.c.members(uri, errors=missing)
+            if f"{uri}: missing" in missing:
+                # Not where the pattern says: the service's own document tells, as the walk without the
+                # pattern reads it (a service that fails or has no Entries is no log service there either).
+                try:
+                    svc = await self.c.get_optional(guessed[uri])
+                except RedfishError:
+                    svc = None
+                entries_uri = odata_id((svc or {}).get("Entries"))
+                if not entries_uri:
+                    return [], False
+                items = await self.c.members(entries_uri) if entries_uri != uri else []  # that one is missing
+                uri = entries_uri
+        else:
+            items = await self.c.members(uri)
+        return [parse.parse_log_entry(e, uri.rsplit("/Entries", 1)[0]) for e in items], True
 
 
 # -------------------------------------------------------------------- manager
