@@ -627,7 +627,7 @@ class RedfishInventory(_Capability, InventoryInterface):
             if key not in seen:
                 seen.add(key)  # type: ignore[arg-type]
                 unique.append(r)
-        docs = await self.c.expand(unique, errors=warnings)
+        docs = await _expand(self.c, unique, warnings)
         # A device whose functions came inline (a deep read) is parsed here, without a request or a task; the
         # others are read by as many readers as the BMC takes requests at once, in the devices' order.
         out: list[PCIeDevice | None] = [None] * len(docs)
@@ -659,7 +659,7 @@ class RedfishInventory(_Capability, InventoryInterface):
                 return parse.parse_pcie_device(dev, [zero], decimal_ids=decimal)
             fcoll = await self.c.collection(fn_uri)
             fn_refs = (fcoll or {}).get("Members") or []
-        functions = await self.c.expand(fn_refs or [], errors=warnings)
+        functions = await _expand(self.c, fn_refs or [], warnings)
         return parse.parse_pcie_device(dev, functions, decimal_ids=decimal)
 
     async def _hpe_devices(self, system: dict, warnings: list[str]) -> list[PCIeDevice]:
@@ -734,8 +734,26 @@ async def _deep_members(c: RedfishClient, uri: str, levels: int, *, errors: list
     if levels >= 2:
         coll = await _deep_collection(c, uri, levels)
         if parse.whole_collection(coll, c.bounds.max_collection_members) is not None:
-            return await c.expand(coll["Members"], errors=errors)  # type: ignore[index]
+            return await _expand(c, coll["Members"], errors)  # type: ignore[index]
     return await c.members(uri, errors=errors)
+
+
+async def _expand(c: RedfishClient, refs: Any, errors: list[str] | None) -> list[dict]:
+    """:meth:`RedfishClient.expand`, its links read by a few readers (:func:`_each`), not a task per link.
+
+    Each link goes through ``expand`` alone (no task there: one link is awaited in place), so what is skipped
+    and noted in ``errors`` is as before; past the members bound, or with fewer than two links, ``expand``
+    itself (which raises at the bound).
+    """
+    refs = list(refs)
+    if len(refs) > c.bounds.max_collection_members or sum(1 for r in refs if _is_link(r)) < 2:
+        return await c.expand(refs, errors=errors)
+    got = await _each(c, refs, _expand_one, c, errors)
+    return [doc for one in got for doc in one]
+
+
+async def _expand_one(ref: Any, c: RedfishClient, errors: list[str] | None) -> list[dict]:
+    return await c.expand((ref,), errors=errors)
 
 
 def _function_refs(dev: dict, limit: int) -> list | None:
