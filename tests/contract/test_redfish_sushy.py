@@ -63,7 +63,8 @@ def image_server(tmp_path_factory):
 def tgt(url: str, name: str, **kw) -> BMCTarget:
     kw.setdefault("username", "admin")
     kw.setdefault("password", "secret")
-    return BMCTarget(name=name, url=url, system_id=SYSTEMS[name][0], timeout=10, **kw)
+    kw.setdefault("system_id", SYSTEMS[name][0])
+    return BMCTarget(name=name, url=url, timeout=10, **kw)
 
 
 def test_basic_auth_fallback_and_wrong_password(sushy):
@@ -82,19 +83,25 @@ def test_basic_auth_fallback_and_wrong_password(sushy):
 def test_basic_auth_chosen_reads_the_same_facts_with_a_request_fewer(sushy):
     """``auth="basic"`` (FLEETCTL_BMC_AUTH=basic, issue 24): the same facts, one request fewer, the system picked by id."""
 
-    async def read(auth: str) -> tuple[int, object]:
-        async with RedfishDriver(tgt(sushy, "node-media"), auth=auth, read_once=True) as bmc:
+    async def read(auth: str, system_id: str | None) -> tuple[int, object]:
+        async with RedfishDriver(tgt(sushy, "node-media", system_id=system_id), auth=auth, read_once=True) as bmc:
             assert bmc.client.auth_mode == "basic"
-            assert bmc.system_uri.endswith(SYSTEMS["node-media"][0])
+            assert bmc.system_uri.endswith(system_id or "")
             facts = await bmc.inventory.facts()
             return bmc.client.requests_sent, facts
 
     async def body():
-        basic, facts = await read("basic")
-        session, same = await read("session")
-        # by default (no SessionService here) Basic is proven with a GET of the Systems of its own; chosen, the
-        # proof is the driver's own read of it (read_once)
+        # Without the inventory's system id: by default (no SessionService here) Basic is proven with a GET of the
+        # Systems collection of its own, and the walk reads it again; chosen, the proof is the walk's own read of
+        # it (read_once)
+        basic, facts = await read("basic", None)
+        session, same = await read("session", None)
         assert basic == session - 1, (basic, session)
+        assert facts == same
+        # With it, the system is read at its URI and the collection only as the proof, in both (issue 24)
+        basic, facts = await read("basic", SYSTEMS["node-media"][0])
+        session, same = await read("session", SYSTEMS["node-media"][0])
+        assert basic == session, (basic, session)
         assert facts == same
         with pytest.raises(AuthError, match="login refused"):
             async with RedfishDriver(tgt(sushy, "node-media", password="wrong"), auth="basic"):
