@@ -27,7 +27,7 @@ from fleetctl_drivers.redfish import run_many  # noqa: E402
 from fleetctl_drivers.redfish.cache import ReadingCache  # noqa: E402
 from fleetctl_drivers.redfish.client import RedfishClient  # noqa: E402
 
-Sent = list[tuple[str, str, int, bool]]
+Sent = list[tuple[str, str, int, bool]]  # tests/unit/sweep/conftest.py's sent
 DIALECTS = ("ami", "openbmc", "hpe", "generic")
 
 
@@ -41,21 +41,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[st
         for s in specs:
             running.set_fault(s.name, memory_errors=1)  # a log entry, so that the logs compared are not empty
         yield running, by
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> Sent:
-    """(method, path, status, conditional) of every request the driver sends."""
-    seen: Sent = []
-    orig = RedfishClient._send
-
-    async def record(self: RedfishClient, method: str, url: str, headers: dict, data: bytes | None) -> Any:
-        answer = await orig(self, method, url, headers, data)
-        seen.append((method, url.removeprefix(self.base), answer[0], "If-None-Match" in headers))
-        return answer
-
-    monkeypatch.setattr(RedfishClient, "_send", record)
-    return seen
 
 
 @pytest.fixture

@@ -23,10 +23,9 @@ from fleetctl.sweep.collect import ReadPlan, ServerReading, bmc_operation
 fleetctl_lab = pytest.importorskip("fleetctl_lab.bmc")
 from fleetctl_drivers.redfish import driver as driver_mod  # noqa: E402
 from fleetctl_drivers.redfish import run_many  # noqa: E402
-from fleetctl_drivers.redfish.client import RedfishClient  # noqa: E402
 from fleetctl_drivers.redfish.quirks import Quirks  # noqa: E402
 
-Sent = list[tuple[str, str, int]]
+Sent = list[tuple[str, str, int, bool]]  # tests/unit/sweep/conftest.py's sent
 
 
 @pytest.fixture(scope="module")
@@ -37,21 +36,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
         # A warning log entry, so that the logs compared below are not empty.
         running.set_fault(spec.name, memory_errors=1)
         yield running, spec
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> Sent:
-    """(method, path, status) of every request the driver sends."""
-    seen: Sent = []
-    orig = RedfishClient._send
-
-    async def record(self: RedfishClient, method: str, url: str, headers: dict, data: bytes | None) -> Any:
-        answer = await orig(self, method, url, headers, data)
-        seen.append((method, url.removeprefix(self.base), answer[0]))
-        return answer
-
-    monkeypatch.setattr(RedfishClient, "_send", record)
-    return seen
 
 
 def _target(lab: tuple[Any, Any], **kw: Any) -> BMCTarget:
@@ -80,7 +64,7 @@ def _same_reading(new: ServerReading, old: ServerReading) -> None:
 
 
 def _gets(sent: Sent) -> list[str]:
-    return [p for m, p, _ in sent if m == "GET"]
+    return [p for m, p, _, _c in sent if m == "GET"]
 
 
 def test_the_sweep_reads_function_zero_the_log_entries_and_the_inventory_at_their_uris(lab: tuple[Any, Any],
@@ -91,7 +75,7 @@ def test_the_sweep_reads_function_zero_the_log_entries_and_the_inventory_at_thei
     assert new.ok, new.error
     _same_reading(new.value, old.value)
     gets = _gets(sent)
-    assert all(status < 400 for _, _, status in sent), sent  # no guess missed
+    assert all(status < 400 for _, _, status, _c in sent), sent  # no guess missed
     # function 0 of each of the 6 devices, neither their PCIeFunctions collections nor other functions
     assert sorted(p.rsplit("/", 3)[-3] for p in gets if "/PCIeFunctions" in p) == sorted(
         d.id for d in new.value.facts.pcie_devices)  # fmt: skip
@@ -122,7 +106,7 @@ def test_guesses_that_miss_fall_back_to_the_walk(lab: tuple[Any, Any], sent: Sen
     new = _read(_target(lab))
     assert new.ok, new.error
     _same_reading(new.value, old.value)
-    missed = sorted(p for _, p, status in sent if status == 404)
+    missed = sorted(p for _, p, status, _c in sent if status == 404)
     assert len(missed) == 6 + 3 + 1, missed
     assert all(p.endswith(("/PCIeFunctions/7", "/Elsewhere")) for p in missed), missed
     gets = _gets(sent)
@@ -148,7 +132,7 @@ def test_a_system_id_not_at_its_uri_falls_back_to_the_collection(lab: tuple[Any,
     """Another case (the lab's URIs, as bmcweb's, are case-sensitive: a 404) is matched in the collection, as before."""
     r = _read(_target(lab, system_id="SYSTEM"))
     assert r.ok, r.error
-    assert [p for _, p, s in sent if s == 404] == ["/redfish/v1/Systems/SYSTEM"]
+    assert [p for _, p, s, _c in sent if s == 404] == ["/redfish/v1/Systems/SYSTEM"]
     gets = _gets(sent)
     assert "/redfish/v1/Systems" in gets and r.value.facts.serial
     assert gets.count("/redfish/v1/Systems/system") == 1
@@ -157,7 +141,7 @@ def test_a_system_id_not_at_its_uri_falls_back_to_the_collection(lab: tuple[Any,
 def test_a_wrong_system_id_names_the_ids_the_bmc_has(lab: tuple[Any, Any], sent: Sent) -> None:
     r = _read(_target(lab, system_id="host2"))
     assert not r.ok and "no system 'host2' (the BMC has: system)" in str(r.error), r.error
-    assert [p for _, p, s in sent if s == 404] == ["/redfish/v1/Systems/host2"]
+    assert [p for _, p, s, _c in sent if s == 404] == ["/redfish/v1/Systems/host2"]
 
 
 def test_the_recorded_openbmc_is_read_at_the_same_uris(sent: Sent) -> None:
@@ -186,4 +170,4 @@ def test_the_recorded_openbmc_is_read_at_the_same_uris(sent: Sent) -> None:
         "/redfish/v1/Managers/bmc/LogServices/Journal/Entries", "/redfish/v1/Systems/system/LogServices/EventLog/Entries",
         "/redfish/v1/Systems/system/LogServices/HostLogger/Entries"]  # fmt: skip
     assert "/redfish/v1/UpdateService" not in gets
-    assert len(sent) == 19 and all(status < 400 for _, _, status in sent), sent
+    assert len(sent) == 19 and all(status < 400 for _, _, status, _c in sent), sent
