@@ -74,6 +74,9 @@ def two_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Resul
         assert r.code == 0, r.err
         env["FLEETCTL_DB"] = os.environ["FLEETCTL_DB"]
         try:
+            # Up for a day, as a real switch: the reboot below then makes sysUpTime go down, whatever the sweeps take
+            # (a switch up for seconds only, rebooted, could look up as long again by the time a slow sweep reads it).
+            assert cli("lab", "fault", REBOOTED, "--set", "uptime_s=86400").code == 0
             base = cli("sweep", "--no-publish", *FAST)
             assert base.code == 1, base.err  # the design's warnings, new
             for target, (args, _, _) in FAULTS.items():

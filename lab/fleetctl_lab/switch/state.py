@@ -30,6 +30,8 @@ PORT_FAULTS: dict[str, str] = {
 # Faults of the whole switch (port = None).
 SWITCH_FAULTS: dict[str, str] = {
     "reboot": "the switch reboots now: sysUpTime and counters restart, unsaved changes are lost",
+    "uptime_s": "the switch has been up N seconds (booted N s ago, as a switch racked long before the lab started; "
+    "nothing else restarts)",
     "ssh_drop_after": "the SSH session is dropped after N more commands",
     "ssh_latency_ms": "every CLI answer is delayed by N ms",
     "overheat": "the ASIC temperature sensor reads N degrees C (True = 97)",
@@ -270,6 +272,9 @@ class SimSwitch:
             if fault == "reboot":
                 if value:
                     self.reboot()
+            elif fault == "uptime_s":
+                if value:  # only the boot moves back: counters, ports and the configuration stay as they are
+                    self.boot_time = now - float(value)
             elif value is None or value is False:
                 self.faults.pop(fault, None)
             else:
