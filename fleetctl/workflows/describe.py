@@ -408,12 +408,19 @@ class _Pool:
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         executor = self.executor
+        future = asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+        workers = _processes(executor)  # the submit started them: known before any of them can die
         try:
-            return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+            return await future
         except BrokenProcessPool:
             if self.executor is executor:  # the first unit to see it renews the pool; the others find it renewed
                 self.old.append(executor)
                 self.executor = self._new()
+            # A broken executor fails its futures first and stops its other workers after (SIGTERM): such a worker
+            # stops in order and writes what it holds. Its unit runs again only once every one of them is gone, so a
+            # lost attempt never writes after its retry began (a verdict twice in one run, tests/e2e/
+            # test_sweep_processes.py's worker killed mid-sweep).
+            await asyncio.to_thread(stop_workers, workers, signal_first=False)
             raise
 
     def __enter__(self) -> _Pool:
@@ -438,11 +445,12 @@ def _processes(executor: ProcessPoolExecutor) -> list[Any]:
     return list((getattr(executor, "_processes", None) or {}).values())
 
 
-def stop_workers(processes: list[Any], grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM each worker process, wait for them all at most ``grace_s``, then SIGKILL what is left."""
+def stop_workers(processes: list[Any], grace_s: float = STOP_GRACE_S, *, signal_first: bool = True) -> None:
+    """SIGTERM each worker process (``signal_first``; False: they were told already), wait for them all at most
+    ``grace_s``, then SIGKILL what is left."""
     import time
 
-    for p in processes:
+    for p in processes if signal_first else ():
         with contextlib.suppress(Exception):
             if p.is_alive():
                 p.terminate()
