@@ -409,7 +409,7 @@ class _Pool:
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         executor = self.executor
         future = asyncio.get_running_loop().run_in_executor(executor, fn, *args)
-        workers = _processes(executor)  # the submit started them: known before any of them can die
+        workers = _processes(executor)  # those started so far (a submit may start one more): known before any can die
         try:
             return await future
         except BrokenProcessPool:
@@ -420,6 +420,7 @@ class _Pool:
             # stops in order and writes what it holds. Its unit runs again only once every one of them is gone, so a
             # lost attempt never writes after its retry began (a verdict twice in one run, tests/e2e/
             # test_sweep_processes.py's worker killed mid-sweep).
+            workers += [p for p in _processes(executor) if p not in workers]  # any started since, if still listed
             await asyncio.to_thread(stop_workers, workers, signal_first=False)
             raise
 
