@@ -37,6 +37,19 @@ SWITCH_FAULTS: dict[str, str] = {
     "overheat": "the ASIC temperature sensor reads N degrees C (True = 97)",
 }
 
+def _seconds(value: Any) -> float:
+    """``uptime_s``'s value: seconds, 0 or more (False/None: nothing to do)."""
+    if value is None or value is False:
+        return 0.0
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if seconds < 0 or seconds != seconds or value is True:
+        raise ValueError(f"uptime_s wants seconds (0 or more), not {value!r}")
+    return seconds
+
+
 FLAP_PERIOD_S = 2.0
 CRC_RATE = 50.0
 
@@ -273,8 +286,9 @@ class SimSwitch:
                 if value:
                     self.reboot()
             elif fault == "uptime_s":
-                if value:  # only the boot moves back: counters, ports and the configuration stay as they are
-                    self.boot_time = now - float(value)
+                seconds = _seconds(value)
+                if seconds:  # only the boot moves back: counters, ports and the configuration stay as they are
+                    self.boot_time = now - seconds
             elif value is None or value is False:
                 self.faults.pop(fault, None)
             else:

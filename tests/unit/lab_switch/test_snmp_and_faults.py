@@ -192,6 +192,21 @@ def test_overheat_and_reboot_show_in_snmp(swlab: Any) -> None:
     assert after[f"{IF_HC_IN}.1"] < before[f"{IF_HC_IN}.1"]  # and so did the counters
 
 
+def test_uptime_s_moves_the_boot_back_and_a_reboot_then_goes_down(swlab: Any) -> None:
+    import pytest
+
+    from fleetctl.errors import InputError
+
+    swlab.switch_fault(SONIC, None, "uptime_s", 86_400)
+    up = snmp_get(swlab, SONIC, SYS_UPTIME)[SYS_UPTIME]
+    assert 86_400 * 100 <= up < 86_500 * 100  # TimeTicks: a day, not the lab's seconds
+    swlab.switch_fault(SONIC, None, "reboot")
+    assert snmp_get(swlab, SONIC, SYS_UPTIME)[SYS_UPTIME] < up
+    for bad in ("soon", -1, True):
+        with pytest.raises(InputError, match="uptime_s wants seconds"):  # the control call's one-line error
+            swlab.switch_fault(SONIC, None, "uptime_s", bad)
+
+
 def test_a_fault_is_what_snmp_serves_when_the_control_call_returns(swlab: Any) -> None:
     """snmpsim indexes a changed data file at its next request; the lab makes that request itself before it
     answers the control call, so the sweep that comes next is not the one kept waiting (on a busy machine a
