@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import multiprocessing
 import time
-import traceback
 import tracemalloc
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
@@ -29,6 +28,7 @@ from fleetctl_drivers.accel import nvidia
 from fleetctl import hostio
 from fleetctl.interfaces import accel
 from fleetctl.interfaces.host import BatchPart
+from tests.alone import in_child
 
 asyncssh = pytest.importorskip("asyncssh")
 
@@ -144,37 +144,9 @@ def peak() -> Iterator[list[int]]:
         tracemalloc.stop()
 
 
-def run_alone(scenario: Callable[[], Coroutine[Any, Any, None]], *, timeout: float = 120.0) -> None:
-    """``run_alone(scenario)`` in a forked child, its failure (with its traceback) failing the test.
-
-    A fork keeps only the thread that forks: what the worker running this test holds besides (session
-    fixtures of earlier tests: labs, fakenos and mockup servers in threads) allocates nothing in the child,
-    so tracemalloc's peak there is the reader's. In the same process it was not: a CI run measured 4.7
-    and 21 MB where the readers alone take 0.9 and 6.
-    """
-    ctx = multiprocessing.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-
-    def main() -> None:
-        try:
-            asyncio.run(scenario())
-            child.send("")
-        except BaseException as e:  # noqa: BLE001 - every failure goes back to the test, as text
-            child.send("".join(traceback.format_exception(e)))
-
-    proc = ctx.Process(target=main, daemon=True)
-    proc.start()
-    try:
-        if not parent.poll(timeout):
-            pytest.fail(f"the scenario did not end within {timeout:g} s")
-        failure = parent.recv()
-    except EOFError:
-        failure = f"the scenario's process ended without a word (exit code {proc.exitcode})"
-    finally:
-        proc.kill()
-        proc.join(5)
-    if failure:
-        pytest.fail(failure, pytrace=False)
+def run_alone(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """``asyncio.run(scenario())`` in a forked child (tests/alone.py): the peak there is the reader's alone."""
+    in_child(lambda: asyncio.run(scenario()))
 
 
 # ------------------------------------------------------------------ fleetctl.hostio

@@ -27,6 +27,7 @@ from fleetctl_drivers.accel.nvidia import (
 )
 
 from fleetctl.errors import DriverError
+from tests.alone import in_child
 
 
 def _accel_outputs() -> Path | None:
@@ -598,15 +599,20 @@ def _xml_100x() -> str:
 
 
 def _peak_while(fn) -> int:
-    import tracemalloc
+    """tracemalloc's peak while ``fn()`` runs, taken in a forked child (tests/alone.py): ``fn``'s own, not the worker's threads'."""
 
-    tracemalloc.start()
-    try:
-        fn()
-    finally:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return peak
+    def measure() -> int:
+        import tracemalloc
+
+        tracemalloc.start()
+        try:
+            fn()
+        finally:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        return peak
+
+    return in_child(measure)
 
 
 def test_smi_xml_100x_is_refused_unread():
