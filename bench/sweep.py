@@ -75,7 +75,8 @@ FLEETCTL = [str(BIN / "fleetctl")] if (BIN / "fleetctl").exists() else [sys.exec
 ANSIBLE_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fleetctl-bench" / "ansible"
 
 SPEEDUP_TARGET = 100.0  # per BMC, vs Ansible's redfish_info
-FLOOR_TARGET = 1.3  # fleetctl wall / bare client wall
+FLOOR_TARGET = 1.15  # fleetctl wall / bare client wall, at 1,000 and 10,000 (issue #24; the sweep issue before it asked 1.3x)
+CPU_TARGET_MS = 7.0  # fleetctl CPU per BMC (issue #24)
 BIG_WALL_TARGET = 60.0  # 10,000 BMCs + 500 switches
 RSS_TARGET_MB = 300.0  # at 10,000 + 500, per process (issue #24)
 WALL_LIMIT_TARGET = 1.2  # 10,000 + 500 with 2 processes: wall / (all CPU spent by lab and fleetctl, over the cores)
@@ -621,7 +622,8 @@ def scale(args: argparse.Namespace, n: int, tmp: Path, rows: list[tuple[str, str
             say(f"    per Redfish request ({mb['lab_requests']:,} served): {per_request(mb)}")
         if mb["rc"] != 0:
             say(f"    bare client FAILED rc {mb['rc']}: {mb['stderr'][-1500:]}")
-        mb.update(bj)
+        mb["process_wall"] = mb["wall"]
+        mb.update(bj)  # its wall: the loop's (the process's is kept as process_wall)
         res["bare"] = mb
         if first and not args.skip_ansible and args.ansible_bmcs > 0:
             a = ansible_phase(lab, tmp, args.ansible_bmcs, 50)
@@ -784,7 +786,8 @@ def main() -> int:
             nb, ns = unread(a)
             row(f"{at}: not read (BMCs, switches)", f"{nb}, {ns}", "0, 0", "met" if nb + ns == 0 else "MISSED")
             per_target = a["cpu"] / targets
-            row(f"{at}: client CPU per target", f"{per_target * 1000:.2f} ms")
+            row(f"{at}: client CPU per target", f"{per_target * 1000:.2f} ms", f"<= {CPU_TARGET_MS:g} ms",
+                "met" if per_target * 1000 <= CPU_TARGET_MS else "MISSED")  # fmt: skip
             peak = max([a["rss_command_mb"], *a["rss_workers_mb"]]) if a["rss_workers_mb"] else a["rss_mb"]
             shown = (f"{a['rss_command_mb']:.0f} + {'/'.join(f'{w:.0f}' for w in a['rss_workers_mb'])} MB" if a["rss_workers_mb"]
                      else f"{a['rss_mb']:.0f} MB")  # fmt: skip
@@ -809,9 +812,17 @@ def main() -> int:
                     f"{10500 * per_target / k:.1f} s{floor}")  # fmt: skip
         if b and bare and bare.get("wall"):
             ratio = b["wall"] / bare["wall"]
-            row(f"[{r['n']:,}] BMCs only: fleetctl wall / bare", f"{b['wall']:.1f} / {bare['wall']:.1f} s")
+            row(f"[{r['n']:,}] BMCs only: fleetctl command's wall / the bare loop's", f"{b['wall']:.1f} / {bare['wall']:.1f} s "
+                f"(the bare client's process: {bare.get('process_wall', float('nan')):.1f} s)")  # fmt: skip
             row(f"[{r['n']:,}] fleetctl / bare wall time", f"{ratio:.2f}x", f"<= {FLOOR_TARGET:g}x",
                 "met" if ratio <= FLOOR_TARGET else "MISSED")
+            # The command's wall counts what the bare loop does not: Python's start, imports, the inventory's rows,
+            # the verdicts written, the diff and the output. The sweep's own duration (its run: reading, judging,
+            # recording) against the bare client's loop shows what is paid per BMC.
+            own = (b.get("json") or {}).get("duration_s")
+            if own:
+                row(f"[{r['n']:,}] BMCs only: the sweep's own duration / the bare loop", f"{own:.1f} / {bare['wall']:.1f} s = "
+                    f"{own / bare['wall']:.2f}x (the command's start and end: {b['wall'] - own:.1f} s)")  # fmt: skip
             row(f"[{r['n']:,}] CPU fleetctl / bare", f"{b['cpu']:.1f} / {bare['cpu']:.1f} s")
             row(f"[{r['n']:,}] lab CPU fleetctl / bare phase", f"{b['lab_cpu']:.1f} / {bare['lab_cpu']:.1f} s")
             for who, x in (("fleetctl", b), ("bare", bare)):
