@@ -68,6 +68,14 @@ class _Commands(MutableMapping[str, "Command"]):
         del self._built[name]
 
 
+class _Interrupted(BaseException):
+    """Ctrl-C (or SIGTERM, turned into it) that stopped a command, on its way to :func:`main`.
+
+    typer 0.2x turns a KeyboardInterrupt into ``Exit(130)`` and returns 130 in silence, so :func:`main` could not
+    tell it from a command's own ``Exit(130)`` (burn-in detached), and an interrupted command said nothing.
+    """
+
+
 class LazyGroup(TyperGroup):
     """The root group: lists the nouns, verbs and plugins from their tables and
     builds a sub-app only when the command line invokes it.
@@ -79,6 +87,12 @@ class LazyGroup(TyperGroup):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.commands = _Commands()
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as e:
+            raise _Interrupted from e
 
     def list_commands(self, ctx: Context) -> list[str]:
         return list(self.commands)
@@ -256,7 +270,7 @@ def main() -> None:
         from rich.markup import escape
 
         _fail(escape(str(e)), e.exit_code)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Interrupted):
         _fail("interrupted", 130)
     except Exception as e:
         if cli_state.debug:

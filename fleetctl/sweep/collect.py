@@ -184,7 +184,8 @@ async def read_parts(jobs: list[tuple[str, Any, dict[str, Any]]], r: ServerReadi
     """{label: what ``read(**kwargs)`` gave} for each job, at most :data:`PART_READERS` at once, in the jobs' order.
 
     A part that fails is that part's error in ``r.errors`` (prefixed with the BMC's name), and the others are
-    still read. Cancelled (the BMC's deadline), the readers still running are cancelled with it.
+    still read. Cancelled (the BMC's deadline, the command stopped), the readers still running are cancelled with
+    it and waited for: none outlives the BMC's read, whose end logs out and may close the connections.
     """
     got: dict[str, Any] = {}
     queue = iter(jobs)
@@ -197,6 +198,11 @@ async def read_parts(jobs: list[tuple[str, Any, dict[str, Any]]], r: ServerReadi
     except BaseException:
         for t in others:
             t.cancel()
+        if others:
+            await asyncio.wait(others)
+            for t in others:
+                if not t.cancelled():
+                    t.exception()  # retrieved: what the cancelled reader raised is not logged as never retrieved
         raise
     return got
 

@@ -814,7 +814,8 @@ async def _together(*reads: Any) -> list[Any]:
     The first starts first, as under gather (its tasks start in order at the loop's next turn).
 
     As with gather: the first exception is raised and the other reads go on (their exceptions retrieved);
-    cancelled, the reads still running are cancelled.
+    cancelled, the reads still running are cancelled, and waited for: none outlives the BMC's read (the
+    driver's logout and the fleet's connector closing after it would meet a read still running).
     """
     live = [i for i, c in enumerate(reads) if c is not None]
     out: list[Any] = [None] * len(reads)
@@ -824,8 +825,7 @@ async def _together(*reads: Any) -> list[Any]:
     try:
         out[live[0]] = await reads[live[0]]
     except asyncio.CancelledError:
-        for t in tasks:
-            t.cancel()
+        await _cancelled(tasks)
         raise
     except BaseException:
         for t in tasks:
@@ -837,6 +837,16 @@ async def _together(*reads: Any) -> list[Any]:
         for i, got in zip(live[1:], await asyncio.gather(*tasks), strict=True):
             out[i] = got
     return out
+
+
+async def _cancelled(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended (what they raise is retrieved, not raised)."""
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        await asyncio.wait(tasks)
+        for t in tasks:
+            _retrieve(t)
 
 
 async def _drain(queue: Any, out: list[Any], read: Any, args: tuple[Any, ...]) -> None:

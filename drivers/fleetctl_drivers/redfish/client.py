@@ -871,6 +871,11 @@ class RedfishClient:
                 raise _Retryable(
                     Timeout(f"{self.target.name}: no answer to {method} {url} within {self.target.timeout:g} s")
                 ) from e
+            except aiohttp.ClientConnectionError as e:
+                # What is left of the connection errors: the fleet's connector closed under the request (the command
+                # stopped while this BMC was still being read or logged out of). A BMC error, never retried: a
+                # logout that meets it parks the session as any failed logout does, and the stop goes on.
+                raise BMCError(f"{self.target.name}: {method} {url}: {e}") from e
             finally:
                 self._in_flight -= 1
 

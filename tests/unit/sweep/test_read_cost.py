@@ -47,29 +47,34 @@ def test_read_parts_reads_every_part_a_few_at_a_time_and_a_failure_is_that_parts
     assert busy[1] == collect.PART_READERS  # neither one at a time nor all five
 
 
-def test_read_parts_cancelled_cancels_the_other_readers() -> None:
+def _slow(label: str, cancelled: list[str]) -> Any:
+    """A read that waits long, and when cancelled takes a moment to end (as a request's cleanup does)."""
+
+    async def read() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.05)
+            cancelled.append(label)
+            raise
+
+    return read
+
+
+def test_read_parts_cancelled_cancels_the_other_readers_and_waits_for_them() -> None:
     cancelled: list[str] = []
 
-    def slow(label: str) -> Any:
-        async def read() -> None:
-            try:
-                await asyncio.sleep(10)
-            except asyncio.CancelledError:
-                cancelled.append(label)
-                raise
-
-        return read
-
     async def main() -> None:
-        jobs: list[tuple[str, Any, dict[str, Any]]] = [(n, slow(n), {}) for n in ("facts", "health", "manager")]
+        jobs: list[tuple[str, Any, dict[str, Any]]] = [(n, _slow(n, cancelled), {}) for n in ("facts", "health", "manager")]
         t = asyncio.ensure_future(read_parts(jobs, ServerReading(), "bmc1"))
         await asyncio.sleep(0.01)
         t.cancel()
         with pytest.raises(asyncio.CancelledError):
             await t
+        # every reader has ended before read_parts did: none outlives the BMC's read (and its logout)
+        assert sorted(cancelled) == ["facts", "health", "manager"]
 
     asyncio.run(main())
-    assert sorted(cancelled) == ["facts", "health", "manager"]
 
 
 # ------------------------------------------------------------- the driver's reads
@@ -109,6 +114,20 @@ def _recording(created: list[str], name: Any) -> Any:
         return asyncio.Task(coro, loop=loop, **kw)
 
     return factory
+
+
+def test_together_cancelled_waits_for_the_reads_it_cancelled() -> None:
+    cancelled: list[str] = []
+
+    async def main() -> None:
+        t = asyncio.ensure_future(capabilities._together(_slow("a", cancelled)(), _slow("b", cancelled)(), _slow("c", cancelled)()))
+        await asyncio.sleep(0.01)
+        t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t
+        assert sorted(cancelled) == ["a", "b", "c"]  # ended before _together did
+
+    asyncio.run(main())
 
 
 def test_together_is_gather_with_one_task_fewer() -> None:
