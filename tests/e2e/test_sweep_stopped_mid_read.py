@@ -56,7 +56,7 @@ def test_a_sweep_stopped_mid_read_says_interrupted_in_one_line(lab, processes: s
         time.sleep(2.5)  # every BMC logged in and mid-read (32 requests at 300 ms, 2 at a time: about 5 s each)
         assert proc.poll() is None, "the sweep ended before it was stopped: the test reads nothing mid-flight"
         os.kill(proc.pid, signal.SIGTERM)
-        out, err = proc.communicate(timeout=90)
+        _out, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
