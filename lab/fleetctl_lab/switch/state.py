@@ -37,15 +37,16 @@ SWITCH_FAULTS: dict[str, str] = {
     "overheat": "the ASIC temperature sensor reads N degrees C (True = 97)",
 }
 
+
 def _seconds(value: Any) -> float:
-    """``uptime_s``'s value: seconds, 0 or more (False/None: nothing to do)."""
+    """``uptime_s``'s value: seconds, 0 or more and finite (False/None: nothing to do)."""
     if value is None or value is False:
         return 0.0
     try:
         seconds = float(value)
     except (TypeError, ValueError):
         seconds = -1.0
-    if seconds < 0 or seconds != seconds or value is True:
+    if not math.isfinite(seconds) or seconds < 0 or value is True:
         raise ValueError(f"uptime_s wants seconds (0 or more), not {value!r}")
     return seconds
 

@@ -202,7 +202,7 @@ def test_uptime_s_moves_the_boot_back_and_a_reboot_then_goes_down(swlab: Any) ->
     assert 86_400 * 100 <= up < 86_500 * 100  # TimeTicks: a day, not the lab's seconds
     swlab.switch_fault(SONIC, None, "reboot")
     assert snmp_get(swlab, SONIC, SYS_UPTIME)[SYS_UPTIME] < up
-    for bad in ("soon", -1, True):
+    for bad in ("soon", -1, True, "inf", "nan"):
         with pytest.raises(InputError, match="uptime_s wants seconds"):  # the control call's one-line error
             swlab.switch_fault(SONIC, None, "uptime_s", bad)
 
