@@ -183,6 +183,22 @@ def _settle(check: Any, timeout: float = 10.0) -> Any:
         time.sleep(0.1)
 
 
+def _sessions(lab: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """The sessions open on each BMC of the rack, as the lab has them: {URL: requests made with its token} (a run reads
+    every BMC of the rack for the rack's power ledger)."""
+    out = {}
+    for n in RACK12:
+        c = counters(lab, n)
+        out[n] = {f"{c['url'].rstrip('/')}/redfish/v1/SessionService/Sessions/{s['id']}": s["uses"] for s in c["sessions"]}
+    return out
+
+
+def _recorded(data: Path, pid: int) -> set[str]:
+    """The session URLs a (dead) process's session file says it opened."""
+    return {line.split(" ", 1)[1] for f in (data / "bmc-sessions").glob(f"{pid}-*.sessions")
+            for line in f.read_text().splitlines() if line.startswith("open ")}  # fmt: skip
+
+
 def _rows(journal: Journal, server: str, step: str) -> list[Any]:
     from sqlalchemy import text
 
@@ -210,10 +226,12 @@ def test_provision_survives_sigkill_at_20_moments_over_every_step(lab, cli, tmp_
     leftovers: list[str] = []
     killed_pids: list[int] = []
     finished_early = None
+    in_flight: dict[str, set[str]] = {n: set() for n in RACK12}  # session URLs
     for m in MOMENTS:
         before = journal.last_job()
         if m.slow_bmc_ms:
             assert cli("lab", "fault", *NAMES, "--set", f"latency_ms={m.slow_bmc_ms}").code == 0
+        open_before = _sessions(lab)
         proc = _spawn(env, log)
         started = time.monotonic()
         where = None
@@ -234,6 +252,13 @@ def test_provision_survives_sigkill_at_20_moments_over_every_step(lab, cli, tmp_
         os.kill(proc.pid, signal.SIGKILL)  # fleetctl alone: what it started must die with it
         proc.wait()
         proc.communicate()
+        # The sessions this run opened that its file does not list: logins in flight at the kill (the BMC made the
+        # session, the answer came to a process that was gone). No later run can know of them.
+        recorded = _recorded(data, proc.pid)
+        bases = {counters(lab, n)["url"].rstrip("/") for n in RACK12}
+        assert {u.partition("/redfish/")[0] for u in recorded} <= bases, (recorded, bases)  # the same URLs as the lab's
+        for n, urls in _sessions(lab).items():
+            in_flight[n] |= urls.keys() - open_before[n].keys() - recorded
         if m.slow_bmc_ms:
             assert cli("lab", "fault", *NAMES, "--clear").code == 0
         power = " ".join(f"{c['power_on']}+{c['power_cycle']}" for c in (counters(lab, n) for n in NAMES))
@@ -274,13 +299,16 @@ def test_provision_survives_sigkill_at_20_moments_over_every_step(lab, cli, tmp_
         assert show["state"] == "ready" and show["locked_by"] is None, show
     # The sessions each killed run held on the BMCs were deleted by a later run (before, each kill left those of
     # its moment open until the BMC timed them out). Every session a killed run recorded is closed: no file of a
-    # dead process is left. What no run can record is a login in flight at the kill (the BMC answers a process
-    # that is gone): at most that one per BMC is left, here the accelerator check's, slowed to 300 ms a request.
-    open_sessions = {n: counters(lab, n)["sessions_open"] for n in NAMES}
-    print(f"  sessions left open on the BMCs: {open_sessions}")
+    # dead process is left. What no run can record is a login in flight at the kill (the BMC made the session, its
+    # answer came to a process that was gone): only those may be left open, each never used. How many kills meet a
+    # login in flight depends on the machine's load (a CI run met 4 in 20), so the test names them, not a count.
+    left_open = _sessions(lab)
+    print(f"  sessions left open on the BMCs: { {n: len(v) for n, v in left_open.items() if v} }; "
+          f"logins in flight at a kill: { {n: len(v) for n, v in in_flight.items() if v} }")  # fmt: skip
     dead_files = [f.name for f in (data / "bmc-sessions").glob("*.sessions") if not f.name.startswith(f"{os.getpid()}-")]
     assert dead_files == [], {f: (data / "bmc-sessions" / f).read_text() for f in dead_files}
-    assert all(v <= 1 for v in open_sessions.values()), open_sessions
+    assert all(left_open[n].keys() <= in_flight[n] for n in RACK12), (left_open, in_flight)
+    assert not [(u, uses) for v in left_open.values() for u, uses in v.items() if uses], left_open
     gpu = counters(lab, "gpu-tyo1-r12-19")
     assert gpu["firmware_flashes"] == 8 and gpu["firmware_failures"] == 0, gpu["firmware_flashes"]  # each component once
     assert all(counters(lab, n)["firmware_flashes"] == 0 for n in NAMES[1:])

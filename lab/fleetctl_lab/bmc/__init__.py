@@ -96,7 +96,8 @@ Counters: ``power_on`` (Off -> On by request), ``power_off``,
 ``power_cycle`` (restarts of a running server: ForceRestart, GracefulRestart,
 PowerCycle), ``resets``, ``boots``, ``firmware_flashes``,
 ``firmware_failures``, ``requests``, ``sessions_created``,
-``sessions_open``, ``auth_failures``, ``faults_served``, ``installs``
+``sessions_open``, ``sessions`` (the open ones: ``id`` as in their URL,
+``uses``: requests made with their token), ``auth_failures``, ``faults_served``, ``installs``
 (completed OS installs), ``host`` (``lab.host(name)``),
 ``power_timeline`` ([{'on': ts, 'off': ts|None}], epoch seconds, power drawn
 from the start of PoweringOn to the end of PoweringOff), ``boot_log``

@@ -130,6 +130,7 @@ class Session:
     user: str
     created: float
     last_used: float
+    uses: int = 0  # requests made with its token
 
 
 @dataclass
@@ -293,6 +294,7 @@ class SimBMC:
             del self.sessions[token]
             return None
         s.last_used = now
+        s.uses += 1
         return s
 
     def open_session(self, user: str, now: float) -> Session:
@@ -717,6 +719,7 @@ class SimBMC:
             "requests": c.requests,
             "sessions_created": c.sessions_created,
             "sessions_open": len(self.sessions),
+            "sessions": [{"id": s.id, "uses": s.uses} for s in self.sessions.values()],
             "auth_failures": c.auth_failures,
             "faults_served": c.faults_served,
             "installs": c.installs,
