@@ -308,7 +308,9 @@ async def run_bare(
                     if bad:
                         errors.append(f"{t.name}: {len(bad)} GETs failed ({bad[0]})")
                     if any(m == "DELETE" for m, _ in plan):
-                        await req("DELETE", location, auth)
+                        # As the driver's logout: the last request lets its connection go (an idle connection kept
+                        # per BMC made the lab hold 20,000 of them at 10,000 BMCs, and spend 64 % more CPU per request)
+                        await req("DELETE", location, {**auth, "Connection": "close"})
                 except Exception as e:  # noqa: BLE001 - record and keep going, as run_many does
                     errors.append(f"{t.name}: {type(e).__name__}: {e}")
                 elapsed.append(time.perf_counter() - t0)
