@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,8 +64,12 @@ def _outcome(desc: Description[Any, Any, Any, Any, Any], o: UnitOutcome) -> Outc
     return Outcome(o.key, typed(desc.out_type, o.out) if o.out is not None else None, o.lost, o.skipped)
 
 
+log = logging.getLogger(__name__)
+
 # A run-scoped session (``session_scope = "run"``) is closed after this long without a unit of its run on this worker.
 SESSION_IDLE_S = 900.0
+# How long a unit's new attempt waits for the earlier attempt it supersedes on this worker to stop (``RunActivities.unit``).
+SUPERSEDE_WAIT_S = 60.0
 
 
 @dataclass
@@ -84,6 +89,7 @@ class RunActivities:
     def __init__(self) -> None:
         self.sessions: dict[tuple[str, str, str], _Kept] = {}
         self.making: dict[tuple[str, str, str], asyncio.Lock] = {}
+        self.attempts: dict[tuple[str, str], asyncio.Task[Any]] = {}  # (workflow id, activity id) -> its latest attempt here
 
     @activity.defn(name="fleetctl.run.sites")
     async def sites(self, call: RunCall) -> list[str]:
@@ -153,20 +159,56 @@ class RunActivities:
 
     @activity.defn(name="fleetctl.run.unit")
     async def unit(self, call: UnitCall) -> UnitOutcome:
-        """One unit: the description's ``unit`` in its ``session`` (of one), heartbeating."""
-        async with heartbeating():
-            shared_store({"store": call.store})
-            desc = described(call.workflow)
-            run = typed(desc.run_type, call.run)
-            data = typed(desc.unit_type, call.unit.data)
-            ctx = _context(_owner_actor(call.run))
-            if desc.session_scope == "run":
-                out = await self._in_run_session(desc, ctx, run, data, call.unit.site)
-            else:
-                async with desc.session(ctx, run, [data]) as shared:
-                    ctx.shared = shared
-                    out = await desc.unit(ctx, run, data)
-            return UnitOutcome(call.unit.key, plain(out, desc.out_type))
+        """One unit: the description's ``unit`` in its ``session`` (of one), heartbeating; an earlier attempt of it still
+        running on this worker stopped first (:meth:`_supersede`)."""
+        info = activity.info()
+        key = (info.workflow_id or "", info.activity_id)
+        me = asyncio.current_task()
+        try:
+            async with heartbeating():  # while it waits for the earlier attempt too
+                await self._supersede(key, info.attempt)
+                return await self._unit(call)
+        finally:
+            if self.attempts.get(key) is me:
+                del self.attempts[key]
+
+    async def _supersede(self, key: tuple[str, str], attempt: int) -> None:
+        """Stop the earlier attempt of this unit if it still runs here, before this one reads what it recorded.
+
+        Temporal starts a unit's next attempt only once it has given the earlier one up (its heartbeat lapsed: the
+        Temporal server was away, or this worker stalled); but that attempt runs on in this worker until its next
+        heartbeat is refused, and meanwhile both would work one server (a step resumed while the first still runs
+        it: a second playbook on the host, a power action both sides check at once). It is cancelled, as a
+        cancelled run's unit is (its step stops where it is, its row left running for this attempt to resume), and
+        waited for, at most ``SUPERSEDE_WAIT_S``.
+        """
+        me = asyncio.current_task()
+        assert me is not None
+        old = self.attempts.get(key)
+        self.attempts[key] = me
+        if old is None or old.done() or old is me:
+            return
+        log.warning("unit %s of %s, attempt %d: the earlier attempt still runs on this worker (Temporal gave it up: its "
+                    "heartbeat lapsed); stopping it first", key[1], key[0], attempt)  # fmt: skip
+        old.cancel()
+        done, _ = await asyncio.wait({old}, timeout=SUPERSEDE_WAIT_S)
+        if not done:
+            log.warning("unit %s of %s, attempt %d: the earlier attempt did not stop within %g s; this one goes on",
+                        key[1], key[0], attempt, SUPERSEDE_WAIT_S)  # fmt: skip
+
+    async def _unit(self, call: UnitCall) -> UnitOutcome:
+        shared_store({"store": call.store})
+        desc = described(call.workflow)
+        run = typed(desc.run_type, call.run)
+        data = typed(desc.unit_type, call.unit.data)
+        ctx = _context(_owner_actor(call.run))
+        if desc.session_scope == "run":
+            out = await self._in_run_session(desc, ctx, run, data, call.unit.site)
+        else:
+            async with desc.session(ctx, run, [data]) as shared:
+                ctx.shared = shared
+                out = await desc.unit(ctx, run, data)
+        return UnitOutcome(call.unit.key, plain(out, desc.out_type))
 
     async def _in_run_session(self, desc: Description[Any, Any, Any, Any, Any], ctx: Context, run: Any, data: Any, site: str) -> Any:
         """The unit in this worker's session of its run and site, made at the run's first unit here."""

@@ -164,6 +164,45 @@ def test_ansible_batch_is_told_to_stop_once_nobody_waits_for_it() -> None:
     assert told == ["stopped"] and time.monotonic() - t0 < 5
 
 
+def test_a_server_resubmitted_while_its_playbook_runs_waits_for_it_and_joins_a_later_batch() -> None:
+    """A unit Temporal gave up (its heartbeat lapsed) is started again; its old attempt, cancelled while waiting for
+    its batch, leaves that batch's playbook running for its batch-mate. The new attempt's server must not get a
+    second playbook beside it: it waits for that batch to end, then runs in a batch of its own."""
+    lock = threading.Lock()
+    on_host: dict[str, int] = {}
+    most: dict[str, int] = {}
+    runs: list[list[str]] = []
+
+    def run(names: list[str], stop: threading.Event) -> dict[str, str]:
+        with lock:
+            runs.append(names)
+            for n in names:
+                on_host[n] = on_host.get(n, 0) + 1
+                most[n] = max(most.get(n, 0), on_host[n])
+        stop.wait(0.6)  # the playbook's length (it is not told to stop: b still waits)
+        with lock:
+            for n in names:
+                on_host[n] -= 1
+        return {n: f"done {n} in {'+'.join(names)}" for n in names}
+
+    async def main() -> tuple[str, str]:
+        b = AnsibleBatcher(window_s=30, run=run)
+        b.expect("a")
+        b.expect("b")
+        first = [asyncio.ensure_future(b.submit(n)) for n in ("a", "b")]
+        await asyncio.sleep(0.1)
+        first[0].cancel()  # a's old attempt given up
+        again = await b.submit("a")  # a's new attempt reaches the step again
+        return again, await first[1]
+
+    t0 = time.monotonic()
+    again, b_done = asyncio.run(main())
+    assert runs == [["a", "b"], ["a"]], runs
+    assert most == {"a": 1, "b": 1}, most  # never two playbooks on one host
+    assert again == "done a in a" and b_done == "done b in a+b"
+    assert 1.0 < time.monotonic() - t0 < 5  # the second batch ran after the first ended
+
+
 def test_switch_changes_go_through_the_driver_the_switch_names(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The batcher loads the switch's own driver (SwitchTarget.driver), never one by a fixed name."""
     from dataclasses import dataclass

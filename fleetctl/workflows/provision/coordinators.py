@@ -155,6 +155,7 @@ class AnsibleBatcher:
         self.batches: list[list[str]] = []
         self.started: dict[str, float] = {}  # when each server's batch started
         self.running: set[asyncio.Task[None]] = set()
+        self.playing: dict[str, asyncio.Task[None]] = {}  # the batch whose playbook runs on each server now
 
     def expect(self, name: str) -> None:
         self.expected.add(name)
@@ -165,6 +166,14 @@ class AnsibleBatcher:
         self._maybe_now()
 
     async def submit(self, name: str) -> Any:
+        earlier = self.playing.get(name)
+        if earlier is not None and not earlier.done():
+            # A playbook still runs on this server, from a batch an earlier attempt of its step joined (a unit Temporal
+            # gave up and started again, whose old attempt was cancelled while its batch-mates kept the playbook
+            # going): never two on one host at once. The others' batch does not wait for it; it joins a later one.
+            self.expected.discard(name)
+            self._maybe_now()
+            await asyncio.wait({earlier})
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[name] = fut
         self.expected.discard(name)
@@ -193,6 +202,13 @@ class AnsibleBatcher:
         task = asyncio.create_task(self._run(batch))
         self.running.add(task)
         task.add_done_callback(self.running.discard)
+        for name in batch:
+            self.playing[name] = task
+        task.add_done_callback(self._played)
+
+    def _played(self, task: asyncio.Task[None]) -> None:
+        for name in [n for n, t in self.playing.items() if t is task]:
+            del self.playing[name]
 
     async def _run(self, batch: dict[str, asyncio.Future[Any]]) -> None:
         # Stopping the playbook: once every server of the batch stopped waiting for it (their steps cancelled on a
