@@ -164,15 +164,16 @@ class RunActivities:
         info = activity.info()
         key = (info.workflow_id or "", info.activity_id)
         me = asyncio.current_task()
+        assert me is not None
         try:
             async with heartbeating():  # while it waits for the earlier attempt too
-                await self._supersede(key, info.attempt)
+                await self._supersede(key, me, info.attempt)
                 return await self._unit(call)
         finally:
             if self.attempts.get(key) is me:
                 del self.attempts[key]
 
-    async def _supersede(self, key: tuple[str, str], attempt: int) -> None:
+    async def _supersede(self, key: tuple[str, str], me: asyncio.Task[Any], attempt: int) -> None:
         """Stop the earlier attempt of this unit if it still runs here, before this one reads what it recorded.
 
         Temporal starts a unit's next attempt only once it has given the earlier one up (its heartbeat lapsed: the
@@ -182,11 +183,9 @@ class RunActivities:
         cancelled run's unit is (its step stops where it is, its row left running for this attempt to resume), and
         waited for, at most ``SUPERSEDE_WAIT_S``.
         """
-        me = asyncio.current_task()
-        assert me is not None
         old = self.attempts.get(key)
         self.attempts[key] = me
-        if old is None or old.done() or old is me:
+        if old is None or old.done():
             return
         log.warning("unit %s of %s, attempt %d: the earlier attempt still runs on this worker (Temporal gave it up: its "
                     "heartbeat lapsed); stopping it first", key[1], key[0], attempt)  # fmt: skip

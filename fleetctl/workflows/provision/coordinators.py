@@ -166,17 +166,16 @@ class AnsibleBatcher:
         self._maybe_now()
 
     async def submit(self, name: str) -> Any:
+        self.expected.discard(name)
         earlier = self.playing.get(name)
         if earlier is not None and not earlier.done():
             # A playbook still runs on this server, from a batch an earlier attempt of its step joined (a unit Temporal
             # gave up and started again, whose old attempt was cancelled while its batch-mates kept the playbook
             # going): never two on one host at once. The others' batch does not wait for it; it joins a later one.
-            self.expected.discard(name)
             self._maybe_now()
             await asyncio.wait({earlier})
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[name] = fut
-        self.expected.discard(name)
         if self.timer is None or self.timer.done():
             self.timer = asyncio.create_task(self._after_window())
         self._maybe_now()
