@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import cache
 from importlib.metadata import entry_points
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from fleetctl.errors import FleetError
 
@@ -149,6 +149,59 @@ async def sweep_async(
     if not targets:
         return []
     return await _sweep_groups(targets, _groups(kind, targets), args, progress, kwargs, fleets)
+
+
+class Stream(Generic[T]):
+    """One driver's targets, made as its sweep takes them: never listed (the sweep's BMC targets, built from the store a
+    chunk at a time with their expectations, so that what a sweep holds does not grow with the fleet).
+
+    ``len`` is an upper bound (the servers the stream is cut from; one that cannot be reached is judged without a
+    target); iterate it once. The driver's ``sweep`` takes it as it takes a list (:meth:`BMC.sweep`).
+    """
+
+    def __init__(self, driver: str, total: int, items: Iterator[T], names: Sequence[str] = ()) -> None:
+        self.driver = driver
+        self.total = total
+        self.items = items
+        self.names = names  # for the message that names the targets of a driver that is not installed
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __iter__(self) -> Iterator[T]:
+        return self.items
+
+
+async def sweep_streams(kind: str, streams: Sequence[Stream[Any]], *args: Any, progress: Any = None,
+                        fleets: FleetSessions | None = None, **kwargs: Any) -> None:  # fmt: skip
+    """:func:`sweep_async` over streams, one per driver (each through its driver class's ``sweep``, at once, the
+    ``concurrency`` bound for each), for a caller that takes every result through ``progress``: none is given back.
+    Each stream is taken in this event loop: its driver's ``sweep`` must be a coroutine (a BMC driver's is).
+
+    Raises:
+        FleetError: (exit 2) a stream names a driver that is not installed, or one whose ``sweep`` is not a
+            coroutine, before any stream is taken.
+    """
+    classes = []
+    for s in streams:
+        names = ", ".join(list(s.names[:5]) + (["..."] if len(s.names) > 5 else []))
+        try:
+            cls = load_driver(kind, s.driver)
+        except FleetError as e:
+            raise FleetError(f"{names}: {e}" if names else str(e), exit_code=e.exit_code) from e
+        if not _is_async(cls):
+            raise FleetError(f"{names or s.driver}: {kind} driver {s.driver!r} cannot take a stream (its sweep is not a coroutine)",
+                             exit_code=2)  # fmt: skip
+        classes.append(cls)
+    report = progress if len(streams) == 1 else _merged_progress(progress, sum(len(s) for s in streams))
+
+    async def one(cls: Any, stream: Stream[Any]) -> None:
+        if not len(stream):
+            return
+        extra = {"fleet": await fleets.session(cls)} if fleets is not None else {}
+        await cls.sweep(stream, *args, progress=report, **kwargs, **extra)
+
+    await asyncio.gather(*(one(cls, s) for cls, s in zip(classes, streams, strict=True)))
 
 
 def _is_async(cls: Any) -> bool:

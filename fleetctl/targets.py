@@ -91,8 +91,9 @@ def resolve(conn: Any, targets: list[str]) -> list[ServerRef]:
     return [by_name[n] for n in seen if n in by_name]
 
 
-class _Credentials:
-    """Credential references resolved once each per command (a cmd: may be slow).
+class Credentials:
+    """Credential references resolved once each per command (a cmd: may be slow): one instance given to every
+    :func:`bmc_targets` call of a command that builds its targets a chunk at a time (the sweep).
 
     ``get`` gives the Credential, or the one-line reason it could not be had.
     """
@@ -126,14 +127,14 @@ def _limits() -> dict[str, Any]:
     return dict(bmc_limits())
 
 
-def bmc_targets(servers: list[ServerRef], **kwargs: Any) -> tuple[list[Any], dict[str, str]]:
+def bmc_targets(servers: list[ServerRef], *, creds: Credentials | None = None, **kwargs: Any) -> tuple[list[Any], dict[str, str]]:
     """BMCTargets for the servers, and the servers that cannot be reached, with why.
 
-    Credentials are resolved once per distinct reference.
+    Credentials are resolved once per distinct reference (per ``creds``: a new cache when None).
     """
     from fleetctl.interfaces.bmc import BMCTarget
 
-    creds = _Credentials()
+    creds = creds if creds is not None else Credentials()
     limits = _limits()
     targets, unreachable = [], {}
     for s in servers:
@@ -222,7 +223,7 @@ def switch_targets(switches: list[SwitchRef]) -> tuple[list[Any], dict[str, str]
     """SwitchTargets (SSH) for the switches, and those that cannot be reached, with why."""
     from fleetctl.interfaces.switch import SwitchTarget
 
-    creds = _Credentials()
+    creds = Credentials()
     # An SSH session has a timeout and no retries of its own (a switch command
     # is never replayed blindly): FLEETCTL_BMC_RETRIES does not apply.
     limits = {k: v for k, v in _limits().items() if k == "timeout"}
@@ -252,7 +253,7 @@ def snmp_targets(switches: list[SwitchRef], *, timeout: float | None = None,
         timing["timeout"] = timeout
     if retries is not None:
         timing["retries"] = retries
-    creds = _Credentials()
+    creds = Credentials()
     targets, unreachable = [], {}
     for s in switches:
         if not s.snmp_credential:

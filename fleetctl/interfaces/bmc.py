@@ -654,7 +654,9 @@ class BMC(abc.ABC):
         sweep goes on.
 
         Args:
-            targets: the BMCs (all of them for this driver).
+            targets: the BMCs (all of them for this driver). Iterated once, as the BMCs are taken: a sized one
+                (the health sweep's :class:`fleetctl.plugins.Stream`) is made from the store as it is taken, so it
+                is not listed first; its ``len`` is an upper bound.
             operation: an async function of an opened driver.
             concurrency: BMCs worked on at once.
             progress: called as ``progress(done, total, result)`` after each

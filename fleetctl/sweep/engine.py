@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +28,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from fleetctl.errors import EXIT_STORE, StoreError
 from fleetctl.interfaces.snmp import PollResult
 from fleetctl.inventory.service import actor
-from fleetctl.plugins import FleetSessions, sweep_async
+from fleetctl.plugins import FleetSessions, Stream, sweep_streams
 from fleetctl.plugins import sweep as sweep_sync
 from fleetctl.store import get_engine, immediate
 from fleetctl.store import tables as T
 from fleetctl.sweep import server_checks, switch_checks
 from fleetctl.sweep.collect import (
+    ServerExpect,
     ServerReading,
     SwitchReading,
     bmc_operation,
@@ -45,14 +47,18 @@ from fleetctl.sweep.collect import (
 from fleetctl.sweep.history import baseline_cursors, previous_findings, prune, stamp_cursors
 from fleetctl.sweep.model import Finding, Status, problem, worst
 from fleetctl.sweep.registry import checks
-from fleetctl.targets import bmc_targets, snmp_targets
+from fleetctl.targets import Credentials, bmc_targets, snmp_targets
 from fleetctl.times import aware_utc
 
+#: Servers whose expectations, cursors and BMC targets are loaded from the store at once, as a sweep takes their BMCs.
+EXPECT_CHUNK = 500
 #: Targets buffered before a write (a write is one transaction).
 FLUSH_EVERY = 500
 FLUSH_SECONDS = 2.0
 
 Key = tuple[str, str, str, str]  # (kind, target, check, subject)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -371,11 +377,16 @@ async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches
     (:mod:`fleetctl.sweep.workflow`). ``criteria`` (a ``CriteriaFile``): what the host checks judge the boards by, as
     the command read it; None: the criteria in force here."""
     with engine.connect() as c:
-        # as of the last finished run (an interrupted one's reading is read again); these targets' only
-        cursors = baseline_cursors(c, {"server": [s.name for s in servers], "switch": [w.name for w in switches]})
-        server_cursors = {k[1]: v for k, v in cursors.items() if k[0] == "server"}
-        sexp = server_expectations(c, [s.name for s in servers], server_cursors, max_skew_s=opts.max_skew_s, criteria=criteria)
+        # as of the last finished run (an interrupted one's reading is read again); these switches' only (the servers'
+        # come with their chunk, below)
+        cursors = baseline_cursors(c, {"switch": [w.name for w in switches]})
         wexp = switch_expectations(c, switches)
+    # What the servers' verdicts need (expectations, cursors), loaded a chunk at a time as their BMCs are taken and let
+    # go at each verdict: the servers in flight and the next chunk's, not a fleet's (issue 24: 10,000 servers' took
+    # 24 MB and grew with the fleet).
+    sexp: dict[str, ServerExpect] = {}
+    server_cursors: dict[str, dict[str, Any]] = {}
+    log_cursors: dict[str, str | None] = {}
     total = len(servers) + len(switches)
     done = 0
 
@@ -408,12 +419,14 @@ async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches
             progress(done, total, name, status.value)
 
     def server_verdict(name: str, reading: ServerReading, error: str | None) -> None:
-        e = sexp[name]
-        reading.host = hosts.get(name)
-        reading.k8s = nodes.get(name)
+        e = sexp.pop(name)
+        log_cursors.pop(name, None)
+        before = server_cursors.pop(name, None)
+        reading.host = hosts.pop(name, None)
+        reading.k8s = nodes.pop(name, None)
         found = server_checks.explained(_evaluate("server", name, reading, e, opts.level))
         status = worst(f.status for f in found)
-        cursor = {"log_cursor": reading.log_cursor} if reading.log_cursor else server_cursors.get(name)
+        cursor = {"log_cursor": reading.log_cursor} if reading.log_cursor else before
         rec.add(TargetVerdict("server", name, status, found, reading.elapsed, error, e.site, e.rack, e.position,
                               server_checks.metrics(reading)), cursor)  # fmt: skip
         tick(name, status)
@@ -430,10 +443,40 @@ async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches
                               switch_checks.metrics(reading)), cursor)  # fmt: skip
         tick(name, status)
 
-    # Targets the inventory cannot reach are judged first, without a packet sent.
-    btargets, bunreach = bmc_targets(servers, timeout=opts.request_timeout, retries=opts.retries, max_in_flight=opts.max_in_flight)
-    for name, why in bunreach.items():
-        server_verdict(name, ServerReading(session_error=f"{name}: {why}", session_error_type="Inventory"), why)
+    creds = Credentials()  # each credential reference resolved once per sweep, not once per chunk
+
+    def chunk_targets(chunk: list[Any]) -> list[Any]:
+        """A chunk's BMC targets, its expectations and cursors loaded; the servers the inventory cannot reach judged
+        now, without a packet sent."""
+        nonlocal total
+        names = [s.name for s in chunk]
+        with engine.connect() as c:
+            got = {k[1]: v for k, v in baseline_cursors(c, {"server": names}).items()}
+            exp = server_expectations(c, names, got, max_skew_s=opts.max_skew_s, criteria=criteria)
+        gone = [s for s in chunk if s.name not in exp]
+        if gone:  # deleted from the inventory since the command resolved it: no longer a target of this sweep
+            log.warning("sweep: %d server(s) no longer in the inventory, not swept: %s", len(gone),
+                        ", ".join(s.name for s in gone[:10]))  # fmt: skip
+            total -= len(gone)
+            chunk = [s for s in chunk if s.name in exp]
+        sexp.update(exp)
+        server_cursors.update(got)
+        log_cursors.update((n, (got.get(n) or {}).get("log_cursor")) for n in exp)
+        targets, unreach = bmc_targets(chunk, creds=creds, timeout=opts.request_timeout, retries=opts.retries,
+                                       max_in_flight=opts.max_in_flight)  # fmt: skip
+        for name, why in unreach.items():
+            server_verdict(name, ServerReading(session_error=f"{name}: {why}", session_error_type="Inventory"), why)
+        return targets
+
+    def stream(refs: list[Any]) -> Iterator[Any]:
+        for i in range(0, len(refs), EXPECT_CHUNK):
+            yield from chunk_targets(refs[i : i + EXPECT_CHUNK])
+
+    by_driver: dict[str, list[Any]] = {}
+    for s in servers:
+        by_driver.setdefault(s.driver, []).append(s)
+    streams = [Stream(d, len(refs), stream(refs), [r.name for r in refs]) for d, refs in by_driver.items()]
+
     starget, sunreach = snmp_targets(switches, timeout=opts.request_timeout, retries=opts.retries)
     starget = cabled_targets(starget, wexp)  # per-port counters only for the ports the plan cables
 
@@ -468,7 +511,7 @@ async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches
         # switches until the BMCs are done (bench/sweep.py, 3,000 + 150: 24 MB of them held at the peak).
         p.interfaces, p.lldp, p.sensors, p.fdb = [], [], [], []
 
-    op = bmc_operation({n: (server_cursors.get(n) or {}).get("log_cursor") for n in sexp})
+    op = bmc_operation(log_cursors)  # filled as the chunks are loaded
     # The switches are polled in a thread of their own, with its own event loop, while this one
     # works the BMCs: an SNMP answer was waited for 2 s then, and a loop busy with 250 BMCs' TLS made
     # healthy switches "unreachable" (bench/sweep.py: 395 of 500 at 1,000 BMCs); polled before
@@ -483,8 +526,8 @@ async def sweep_targets(engine: Any, rec: Recorder, servers: list[Any], switches
     polls = asyncio.create_task(asyncio.to_thread(sweep_sync, "snmp", starget, what=("if", "lldp", "sensors"),
                                                   concurrency=opts.snmp_concurrency, progress=polled)) if starget else None  # fmt: skip
     async with FleetSessions() as fleets:
-        await sweep_async("bmc", btargets, op, concurrency=opts.concurrency, per_target_timeout=opts.per_target_timeout,
-                          progress=on_bmc, fleets=fleets, read_once=True, expand=True)  # fmt: skip
+        await sweep_streams("bmc", streams, op, concurrency=opts.concurrency, per_target_timeout=opts.per_target_timeout,
+                            progress=on_bmc, fleets=fleets, read_once=True, expand=True)  # fmt: skip
     for p in await polls if polls else []:
         on_poll(p)  # a driver that reported no progress: judged now
 

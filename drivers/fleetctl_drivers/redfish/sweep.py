@@ -19,7 +19,7 @@ import gc
 import threading
 import time
 from asyncio import sslproto
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sized
 from typing import Any
 
 from fleetctl.interfaces.bmc import BMCTarget
@@ -120,7 +120,9 @@ async def run_many(
     """Run ``operation(bmc)`` on every target; one :class:`TargetResult` each, in order.
 
     Args:
-        targets: the BMCs.
+        targets: the BMCs. A list, or a sized iterable taken as the BMCs are worked on and never listed (the sweep's
+            stream: its targets made from the store a chunk at a time); its ``len`` is then at least the number it
+            gives, and the results are those of the targets it gave.
         operation: an async function of an opened :class:`RedfishDriver`.
         concurrency: BMCs worked on at once.
         progress: called as ``progress(done, total, result)`` after each BMC.
@@ -130,7 +132,8 @@ async def run_many(
             :class:`RedfishDriver`; ``RedfishDriver.sweep`` passes its own class).
         driver_kwargs: passed to the driver's constructor.
     """
-    targets = list(targets)
+    if not isinstance(targets, Sized):
+        targets = list(targets)
     total = len(targets)
     results: list[TargetResult | None] = [None] * total
     done = 0

@@ -44,7 +44,7 @@ def test_switch_polls_are_recorded_before_the_bmcs_end_and_let_go(example_loaded
 
     seen_while_reading: list[set[str]] = []
 
-    async def sweep_async(kind: str, targets: list[Any], *_a: Any, progress: Any = None, **_kw: Any) -> list[Any]:
+    async def sweep_streams(kind: str, streams: list[Any], *_a: Any, progress: Any = None, **_kw: Any) -> None:
         # The BMC part: wait (bounded) for the switches' verdicts, as a long BMC read would.
         # Every switch, not those polled so far: the poller's thread may be midway (a CI run broke out after the
         # first 2 of 11). Bounded and generous; a sweep that records the polls only after the BMCs end never gets
@@ -56,12 +56,11 @@ def test_switch_polls_are_recorded_before_the_bmcs_end_and_let_go(example_loaded
                 break
             await asyncio.sleep(0.01)
         seen_while_reading.append(got)
-        return []
 
     # The example site's switches carry no SNMP settings: every one of them is polled here all the same.
     monkeypatch.setattr(E, "snmp_targets", lambda sws, **_kw: ([SnmpTarget(name=w.name, host="127.0.0.1") for w in sws], {}))
     monkeypatch.setattr(E, "sweep_sync", sweep_sync)
-    monkeypatch.setattr(E, "sweep_async", sweep_async)
+    monkeypatch.setattr(E, "sweep_streams", sweep_streams)
     rec = E.Recorder(eng, 1, dt.datetime.now(dt.UTC))
     monkeypatch.setattr(rec, "flush", lambda: None)  # no run is opened: the verdicts stay in the buffer, looked at here
     asyncio.run(E.sweep_targets(eng, rec, servers, switches, E.SweepOptions(), None))
