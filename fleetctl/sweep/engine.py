@@ -26,8 +26,8 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from fleetctl.errors import EXIT_STORE, StoreError
+from fleetctl.holders import actor
 from fleetctl.interfaces.snmp import PollResult
-from fleetctl.inventory.service import actor
 from fleetctl.plugins import FleetSessions, Stream, sweep_streams
 from fleetctl.plugins import sweep as sweep_sync
 from fleetctl.store import get_engine, immediate

@@ -11,11 +11,11 @@ import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
+from fleetctl.inventory.boards import board_slot, is_placeholder_board_serial
 from fleetctl.sweep.collect import ServerExpect, ServerReading
 from fleetctl.sweep.model import Problem, Status, problem
 from fleetctl.sweep.registry import check
 from fleetctl.workflows.firmware import baseline_key
-from fleetctl.workflows.inspect import board_slot, is_placeholder_board_serial
 
 C, W, U = Status.CRITICAL, Status.WARNING, Status.UNKNOWN
 

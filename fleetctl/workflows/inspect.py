@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import insert, select, update
 
 from fleetctl.inventory import edits as inv_edits
+from fleetctl.inventory.boards import board_slot, board_where, is_placeholder_board_serial, placeholder_board_serial
 from fleetctl.inventory.edits import UNIDENTIFIED_MODEL, is_placeholder_serial
 from fleetctl.inventory.schema import BoardSpec, ModelSpec
 from fleetctl.inventory.service import actor, edit_site, export_inventory
@@ -115,34 +116,6 @@ def match_model(manufacturer: str | None, model: str | None, models: list[Any], 
     if len(kinds) == 1:
         new["boards"] = {"kind": kinds.pop(), "count": len(boards or [])}
     return ModelMatch(new=new)
-
-
-def _slot(value: Any, fallback: int) -> int:
-    try:
-        return int(str(value).rsplit(" ", 1)[-1])
-    except (TypeError, ValueError):
-        return fallback
-
-
-def board_slot(board: Any, index: int) -> int:
-    """The slot a BMC's board is recorded in: its slot number, else its place in the BMC's list."""
-    return _slot(board.slot, index)
-
-
-def placeholder_board_serial(server: str, n: int) -> str:
-    """What a board the BMC reports without a serial is recorded as (a board's serial is its key in the site files)."""
-    return f"UNKNOWN-{server}-{n}"
-
-
-def is_placeholder_board_serial(server: str, serial: str | None) -> bool:
-    """Whether a recorded board serial is the placeholder of a board its BMC reports without one."""
-    prefix = f"UNKNOWN-{server}-"
-    return bool(serial and serial.startswith(prefix) and serial[len(prefix) :].isdigit())
-
-
-def board_where(board: Any) -> str:
-    """Where a BMC's board sits, in the BMC's words, for a message."""
-    return board.location or board.bmc_id or board.pci_address or board.pcie_device_id or ""
 
 
 def _board_label(serial: str, position: int | None, slot: int | None, server: str) -> str:
