@@ -19,7 +19,7 @@ Specs (``fleetctl_lab.switch.spec``, pydantic, JSON round-trip)::
                   username='admin', password='labpass', address=None, vlans=[], ports=[])
     SwitchLabConfig(state_dir=None, base_address='127.110.0.1', ssh_port=22, snmp_port=161,
                     snmp=True, community='public', control_host='127.0.0.1', control_port=0,
-                    utilisation=0.05, snmp_start_timeout_s=60)
+                    utilisation=0.05, snmp_start_timeout_s=60, snmp_processes=0 (0: one per 100 switches, up to the cores))
     NETMIKO_DEVICE_TYPE = {'eos': 'arista_eos', 'sonic': 'edgecore_sonic'}
     generate_switch_specs(n, ports=64, prefix='labsw', platforms=('eos', 'sonic')) -> [LabSwitchSpec]
     switch_specs_from_inventory(conn, password, names=None, port_vlans='default'|'plan')

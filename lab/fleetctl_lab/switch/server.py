@@ -110,9 +110,8 @@ class SwitchLab:
                     sw.on_change = self._render
                 for name in self.switches:
                     self._agents.probe_packet(self.community(name))
-                first = next(iter(self.switches))
-                await self._agents.start(list(self.snmp.values()), (self.snmp[first], self.community(first)),
-                                         timeout=cfg.snmp_start_timeout_s)  # fmt: skip
+                await self._agents.start([(self.snmp[n], self.community(n)) for n in self.switches],
+                                         timeout=cfg.snmp_start_timeout_s, processes=cfg.snmp_processes)  # fmt: skip
         except OSError as e:
             await self.stop()
             raise FleetError(f"lab: cannot bind a switch socket ({e}); is another lab running on these addresses?") from e
@@ -173,7 +172,7 @@ class SwitchLab:
     async def _snmp_settled(self, name: str) -> None:
         """Ask snmpsim for the switch's data once: it indexes a changed file at its next request, so this
         one, not the next client's (a sweep's, with its own timeout), waits for the index."""
-        if self._agents is not None and self._agents.proc is not None:
+        if self._agents is not None and self._agents.running:
             with contextlib.suppress(FleetError, OSError):  # snmpsim died: the next client's request will say so
                 await self._agents.answered(self.snmp[name], self.community(name), 30.0)
 

@@ -1,6 +1,7 @@
 """SNMP for the lab switches: .snmprec data rendered from the switch state, served by snmpsim.
 
-One snmpsim process serves every switch. Each switch has its own UDP
+snmpsim serves every switch, from one process per 100 switches up to the
+cores (``SwitchLabConfig.snmp_processes``). Each switch has its own UDP
 endpoint (its own 127.x address, port 161 where that can be bound) and its
 own community, ``<community>@<switch name>``: snmpsim picks the data file by
 community. (snmpsim can also pick data by endpoint, but with pysnmp 7 its
@@ -273,17 +274,39 @@ def udp_endpoint(host: str, port: int) -> tuple[str, int]:
     raise FleetError(f"lab: cannot bind a UDP port on {host}")
 
 
+#: Switches one snmpsim process serves, at most, when the lab chooses how many it runs (``SwitchLabConfig.snmp_processes``
+#: 0): snmpsim answers from one thread, and 500 switches polled at once kept one process on a core for 77 s while the
+#: other core idled (bench/sweep.py, 1,000 BMCs + 500 switches: the sweep's wall was snmpsim's, 1.7x the machine's limit).
+SWITCHES_PER_PROCESS = 100
+
+
+def snmpsim_processes(switches: int, asked: int = 0) -> int:
+    """How many snmpsim processes serve ``switches``: ``asked`` when given, else one per :data:`SWITCHES_PER_PROCESS`
+    switches up to the cores this process may use; never more than one per switch."""
+    if asked <= 0:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        asked = min(cores, -(-switches // SWITCHES_PER_PROCESS))
+    return max(1, min(asked, switches))
+
+
 class SnmpAgents:
-    """One snmpsim process serving a data file per switch."""
+    """snmpsim processes serving a data file per switch, each the endpoints of a share of the switches.
+
+    Every process reads the same data folder (snmpsim picks the file by community) with its own index cache.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.data_dir = self.root / "data"
         self.cache_dir = self.root / "cache"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.procs: list[subprocess.Popen[bytes]] = []
         self._mtimes: dict[str, int] = {}
         self._probes: dict[str, bytes] = {}
         self.log_path = self.root / "snmpsim.log"
+
+    @property
+    def running(self) -> bool:
+        return bool(self.procs)
 
     def path_of(self, community: str) -> Path:
         return self.data_dir / f"{community}.snmprec"
@@ -302,28 +325,40 @@ class SnmpAgents:
         os.replace(tmp, path)
         self._mtimes[community] = stamp
 
-    async def start(self, endpoints: list[tuple[str, int]], probe: tuple[tuple[str, int], str], timeout: float = 60.0) -> None:
-        """Start snmpsim on ``endpoints``; wait until ``probe`` ((addr, community)) answers."""
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+    async def start(self, agents: list[tuple[tuple[str, int], str]], timeout: float = 60.0, processes: int = 0) -> None:
+        """Start snmpsim on the agents' endpoints (``[(endpoint, community)]``), in ``processes`` processes (0: as
+        :func:`snmpsim_processes` says), each serving every n-th agent; wait until each answers its first agent's
+        community."""
         import snmpsim  # type: ignore[import-untyped]
 
         snmpsim_var = Path(snmpsim.__file__).parent / "variation"  # the built-in modules (numeric ...)
-        args = [sys.executable, "-c", _SNMPSIM_MAIN,
-                f"--data-dir={self.data_dir}", f"--cache-dir={self.cache_dir}",
-                f"--variation-modules-dir={VARIATION_DIR}", f"--variation-modules-dir={snmpsim_var}",
-                "--log-level=error"]  # fmt: skip
-        args += [f"--agent-udpv4-endpoint={h}:{p}" for h, p in endpoints]
-        env = {**os.environ, "SNMPSIM_ALLOW_ROOT": "true", "FLEETLAB_DATA_FILES": str(len(endpoints))}  # a file per switch
+        n = snmpsim_processes(len(agents), processes)
+        # Dealt round-robin, not cut in contiguous shares: a client polls the switches in their order, so the switches
+        # in flight at once are neighbours, and contiguous shares put them all on one process (1,000 BMCs + 500
+        # switches, 2 processes in shares of 250: 75.7 s, where one process took 82.9).
+        groups = [agents[k::n] for k in range(n)]
         # Popen returns once the child is forked; starting it off the loop buys nothing.
-        logf = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        logf = open(self.log_path, "ab")  # noqa: SIM115 - handed to the children
         try:
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env, close_fds=True)
+            for k, group in enumerate(groups):
+                cache = self.cache_dir / f"p{k}"  # an index cache each: two processes never write the same index
+                cache.mkdir(parents=True, exist_ok=True)
+                args = [sys.executable, "-c", _SNMPSIM_MAIN,
+                        f"--data-dir={self.data_dir}", f"--cache-dir={cache}",
+                        f"--variation-modules-dir={VARIATION_DIR}", f"--variation-modules-dir={snmpsim_var}",
+                        "--log-level=error"]  # fmt: skip
+                args += [f"--agent-udpv4-endpoint={h}:{p}" for (h, p), _c in group]
+                # the files this process may open: its switches' (its descriptor limit is raised to fit)
+                env = {**os.environ, "SNMPSIM_ALLOW_ROOT": "true", "FLEETLAB_DATA_FILES": str(len(group))}
+                self.procs.append(subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env,
+                                                   close_fds=True))  # fmt: skip
         finally:
             logf.close()
-        if await self.answered(*probe, timeout=timeout):
-            return
-        await self.stop()
-        raise FleetError(f"lab: snmpsim did not answer within {timeout:.0f}s (see {self.log_path})")
+        for group in groups:
+            endpoint, community = group[0]
+            if not await self.answered(endpoint, community, timeout=timeout):
+                await self.stop()
+                raise FleetError(f"lab: snmpsim did not answer within {timeout:.0f}s (see {self.log_path})")
 
     def probe_packet(self, community: str) -> bytes:
         """The GET of sysUpTime ``answered`` sends, built once per community.
@@ -345,7 +380,7 @@ class SnmpAgents:
         busy machine), so the lab asks once itself after a fault is set or
         cleared: the client that comes next is answered at once.
         """
-        if self.proc is None:
+        if not self.procs:
             return False
         packet = self.probe_packet(community)
         deadline = time.monotonic() + timeout
@@ -354,9 +389,10 @@ class SnmpAgents:
         sock.setblocking(False)
         try:
             while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
+                dead = next((p for p in self.procs if p.poll() is not None), None)
+                if dead is not None:
                     tail = self.log_path.read_text(errors="replace").strip().splitlines()[-3:]
-                    raise FleetError(f"lab: snmpsim exited with status {self.proc.returncode}: {' | '.join(tail)}")
+                    raise FleetError(f"lab: snmpsim exited with status {dead.returncode}: {' | '.join(tail)}")
                 sock.sendto(packet, addr)
                 try:
                     await asyncio.wait_for(loop.sock_recv(sock, 4096), 0.3)
@@ -368,15 +404,16 @@ class SnmpAgents:
         return False
 
     async def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
+        procs, self.procs = self.procs, []
+        live = [p for p in procs if p.poll() is None]
+        for p in live:
+            p.send_signal(signal.SIGTERM)
         for _ in range(50):
-            if proc.poll() is not None:
+            if all(p.poll() is not None for p in live):
                 return
             await asyncio.sleep(0.05)
-        with contextlib.suppress(OSError):
-            proc.kill()
-        proc.wait(5)
-
+        for p in live:
+            if p.poll() is None:
+                with contextlib.suppress(OSError):
+                    p.kill()
+                p.wait(5)

@@ -121,6 +121,8 @@ class SwitchLabConfig(BaseModel):
     control_port: int = 0
     utilisation: float = 0.05  # mean share of line rate the cabled ports carry
     snmp_start_timeout_s: float = 60.0
+    # snmpsim processes (0: one per 100 switches, up to the cores: snmpsim answers from one thread)
+    snmp_processes: int = 0
 
 
 def generate_switch_specs(n: int, *, ports: int = 64, prefix: str = "labsw", platforms: tuple[str, ...] = ("eos", "sonic"),

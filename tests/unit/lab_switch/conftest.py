@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +27,12 @@ def swlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     need_deps()
     from fleetctl_lab.switch import SwitchLabConfig, run_switch_lab_in_thread
 
-    cfg = SwitchLabConfig(state_dir=str(tmp_path_factory.mktemp("swlab")), base_address="127.151.0.1")
+    # The folder's files run on several xdist workers, each with a lab of the same switches: an address block per
+    # worker, or two snmpsim processes bound to one 127.151.0.x:161 answered each other's clients with their own data
+    # (the second bind is allowed; Linux hands the datagrams to one of them).
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    block = int(worker) if worker.isdigit() else 0
+    cfg = SwitchLabConfig(state_dir=str(tmp_path_factory.mktemp("swlab")), base_address=f"127.151.{block % 250}.1")
     with run_switch_lab_in_thread(small_specs(), cfg) as lab:
         yield lab
 

@@ -29,7 +29,7 @@ EOS, SONIC = "lab-eos-1", "lab-sonic-1"
 
 def test_system_interfaces_lldp_and_sensors(swlab: Any) -> None:
     st = swlab.status()["switches"][EOS]
-    assert st["community"] == f"public@{EOS}" and st["snmp"].startswith("127.151.0.1:")
+    assert st["community"] == f"public@{EOS}" and st["snmp"].startswith(f"{swlab.lab.config.base_address}:")
     a = snmp_get(swlab, EOS, SYS_NAME, SYS_UPTIME, f"{IF_HC_IN}.1", f"{IF_OPER}.1", f"{IF_OPER}.5", f"{IF_OPER}.6")
     assert a[SYS_NAME] == EOS
     assert a[f"{IF_OPER}.1"] == 1 and a[f"{IF_OPER}.6"] == 1  # cabled
@@ -211,7 +211,7 @@ def test_a_fault_is_what_snmp_serves_when_the_control_call_returns(swlab: Any) -
     """snmpsim indexes a changed data file at its next request; the lab makes that request itself before it
     answers the control call, so the sweep that comes next is not the one kept waiting (on a busy machine a
     dbm.dumb index took longer than a sweep's SNMP timeout, and the switch read as unreachable)."""
-    (index,) = (swlab.lab.state_dir / "snmp" / "cache").glob(f"*@{SONIC}.dbm.dat")
+    (index,) = (swlab.lab.state_dir / "snmp" / "cache").glob(f"p*/*@{SONIC}.dbm.dat")  # the index of the process serving it
     url = swlab.control_url + f"/lab/v1/switches/{SONIC}/faults"
     before = time.time()
     req = urllib.request.Request(url, data=json.dumps({"port": None, "faults": {"overheat": True}}).encode(),
