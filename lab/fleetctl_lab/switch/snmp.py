@@ -290,7 +290,7 @@ def snmpsim_processes(switches: int, asked: int = 0) -> int:
 
 
 class SnmpAgents:
-    """snmpsim processes serving a data file per switch, each the endpoints of a share of the switches.
+    """snmpsim processes serving a data file per switch, each the endpoints of every n-th switch.
 
     Every process reads the same data folder (snmpsim picks the file by community) with its own index cache.
     """
