@@ -302,10 +302,14 @@ class BurninWorkflow(Description[BurninRequest, BurninRunData, ServerWork, Serve
                 done.append(ServerSummary.of(record_error(engine, run.run, o.key, sid, o.lost, actor=run.actor)))
         journal = Journal(engine, run.job, run.actor, kind="burnin")
         verdicts = [v for b in kept.earlier.values() for v in b.values()] + [v for d in done for v in d.boards.values()]
+        # The servers are let go before the run says it is over: whoever sees it finished (a user, a script waiting on
+        # it) finds them free, never still reserved by a run that ended (a CI run saw both, between the two writes).
+        # Released first, a close that fails leaves the run "running" with no reservation: retried on Temporal, marked
+        # interrupted by the next run in process, as a run killed there is.
         try:
-            close_run(engine, run.run, journal, [d.step for d in done], verdicts, interrupted=interrupted)
-        finally:
             release(engine, kept.locked, owner=ctx.owner)
+        finally:
+            close_run(engine, run.run, journal, [d.step for d in done], verdicts, interrupted=interrupted)
         return BurninSummary(run.run, run.job, run.resumed, sorted(kept.earlier), max((d.workload_s for d in done), default=0.0),
                              round(time.time() - run.started, 2), [s for d in done for s in d.rma], [d.server for d in done if d.moved],
                              {d.server: d.notes for d in done})  # fmt: skip
