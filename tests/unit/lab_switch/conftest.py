@@ -28,8 +28,8 @@ def swlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from fleetctl_lab.switch import SwitchLabConfig, run_switch_lab_in_thread
 
     # The folder's files run on several xdist workers, each with a lab of the same switches: an address block per
-    # worker, or two snmpsim processes bound to one 127.151.0.x:161 answered each other's clients with their own data
-    # (the second bind is allowed; Linux hands the datagrams to one of them).
+    # worker. With one block for all, `-n 2` failed 8 tests (on the code before this too): SNMP answers carried the
+    # other worker's lab state (a fault set there, not here).
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     block = int(worker) if worker.isdigit() else 0
     cfg = SwitchLabConfig(state_dir=str(tmp_path_factory.mktemp("swlab")), base_address=f"127.151.{block % 250}.1")
